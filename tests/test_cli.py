@@ -1,0 +1,50 @@
+"""The `worldplay2` console script, run as a user would: in a separate process."""
+import json, os, signal, subprocess, sys, time
+from pathlib import Path
+import numpy as np
+import pytest
+from worldplay2.data import read_episode, list_episodes
+
+def run(*args, **kw):
+    return subprocess.run(['worldplay2', *args], capture_output=True, text=True, timeout=300, **kw)
+
+def test_version_and_help():
+    r = run('--version'); assert r.returncode == 0 and r.stdout.startswith('worldplay2 ')
+    r = run('--help'); assert r.returncode == 0 and 'preview' in r.stdout and 'bench' in r.stdout
+
+def test_bench_world_json():
+    r = run('bench', 'world', '--json', '--res', '32', '48', '--frames', '32')
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert set(out['fps']) == {'32', '48'} and all(v > 0 for v in out['fps'].values())
+    assert out['fps']['32'] > out['fps']['48']          # fewer pixels, more frames per second
+
+def test_bad_arguments_give_clear_errors(tmp_path):
+    r = run('data', 'generate', '--out', str(tmp_path), '--episodes', '0')
+    assert r.returncode == 2 and 'need episodes >= 1' in r.stderr and 'Traceback' not in r.stderr
+    r = run('data', 'generate', '--out', str(tmp_path), '--episodes', '1', '--kind', 'swim')
+    assert r.returncode == 2 and "invalid choice: 'swim'" in r.stderr
+
+def test_generate_resumes_after_kill(tmp_path):
+    "Kill a generation mid-run: no half-written episode appears, and re-running completes it identically."
+    args = ['data', 'generate', '--episodes', '6', '--kind', 'event', '--seconds', '2', '--res', '32', '--seed', '3', '--quiet']
+    p = subprocess.Popen(['worldplay2', *args, '--out', str(tmp_path/'a')], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline and len(list((tmp_path/'a').glob('event-3-*/meta.json'))) < 2: time.sleep(0.05)
+    p.send_signal(signal.SIGKILL); p.wait()
+    done = [d for d in (tmp_path/'a').iterdir() if d.is_dir() and '.tmp-' not in d.name]
+    assert 2 <= len(done) < 6, f"killed too late or too early: {len(done)} episodes"
+    for d in done: read_episode(d)                        # every visible episode is complete and reads
+    assert run(*args, '--out', str(tmp_path/'a')).returncode == 0
+    assert run(*args, '--out', str(tmp_path/'b'), '--workers', '2').returncode == 0
+    a, b = list_episodes(tmp_path/'a'), list_episodes(tmp_path/'b')
+    assert [x.name for x in a] == [x.name for x in b] and len(a) == 6
+    for x, y in zip(a, b): assert np.array_equal(read_episode(x).frames, read_episode(y).frames)
+    assert not [d for d in (tmp_path/'a').iterdir() if '.tmp-' in d.name]
+
+def test_preview(tmp_path):
+    r = run('preview', '--out', str(tmp_path), '--res', '48', '--seconds', '2')
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    for kind in ('navigation', 'loop', 'event'): assert Path(rep[kind]['mp4']).stat().st_size > 1000
+    assert Path(rep['contact_sheet']).stat().st_size > 1000
