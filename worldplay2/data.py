@@ -7,7 +7,7 @@ __all__ = ['FORMAT_VERSION', 'CAPTION_FIELDS', 'check_caption', 'write_json_atom
            'write_recorded', 'read_episode', 'episode_seed', 'episode_name', 'generate', 'list_episodes', 'samples_dir',
            'make_samples', 'split_of', 'split_episodes', 'EpisodeDataset', 'WorldDataModule']
 
-# %% ../nbs/01_data.ipynb #1e893344
+# %% ../nbs/01_data.ipynb #fe4158fa
 import csv, json, math, os, shutil, tempfile, zipfile, zlib
 from functools import lru_cache
 from pathlib import Path
@@ -17,7 +17,7 @@ import lightning as L
 from .world import FPS, check_actions, ACTION_FIELDS
 from .episodes import Episode, EPISODE_KINDS, make_episode
 
-# %% ../nbs/01_data.ipynb #024c320d
+# %% ../nbs/01_data.ipynb #05ea234a
 FORMAT_VERSION = 1
 CAPTION_FIELDS = ('scene', 'character', 'UI', 'dynamic_interactions')
 
@@ -39,7 +39,14 @@ def check_caption(c, where='caption'):
         if not isinstance(w['event'], str): raise ValueError(f"{f}.event' must be a string")
     return c
 
-# %% ../nbs/01_data.ipynb #240b1e18
+# %% ../nbs/01_data.ipynb #26edb92d
+def _umask():
+    m = os.umask(0); os.umask(m); return m
+
+def _as_created(path, mode):
+    "Give a temporary file (0600) or folder (0700) the permissions a plain `open`/`mkdir` would have."
+    os.chmod(path, mode & ~_umask())
+
 def _atomic_dir(final: Path, fill, overwrite=False):
     "Create folder `final` atomically: `fill(tmp)` writes into a temporary sibling that is then renamed."
     final = Path(final)
@@ -48,6 +55,7 @@ def _atomic_dir(final: Path, fill, overwrite=False):
     tmp = Path(tempfile.mkdtemp(prefix=final.name + '.tmp-', dir=final.parent))
     try:
         fill(tmp)
+        _as_created(tmp, 0o777)
         if final.exists():                                   # replace: move the old one aside, swap, then delete it
             old = Path(tempfile.mkdtemp(prefix=final.name + '.tmp-old-', dir=final.parent)); os.rmdir(old)
             os.replace(final, old); os.replace(tmp, final); shutil.rmtree(old)
@@ -62,12 +70,12 @@ def write_json_atomic(path, obj):
     fd, tmp = tempfile.mkstemp(prefix=path.name + '.tmp-', dir=path.parent)
     try:
         with os.fdopen(fd, 'w') as f: json.dump(obj, f, indent=1)
-        os.replace(tmp, path)
+        _as_created(tmp, 0o666); os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp): os.remove(tmp)
         raise
 
-# %% ../nbs/01_data.ipynb #d129a9aa
+# %% ../nbs/01_data.ipynb #118736d9
 def write_episode(ep: Episode, path, overwrite=False) -> Path:
     "Write `ep` to the folder `path` atomically (frames.npz, track.npz, caption.json, meta.json)."
     check_caption(ep.caption, f"{path}: caption")
@@ -81,7 +89,7 @@ def write_episode(ep: Episode, path, overwrite=False) -> Path:
         (tmp/'meta.json').write_text(json.dumps(dict(ep.meta, format=FORMAT_VERSION, n_frames=len(ep)), indent=1))
     return _atomic_dir(path, fill, overwrite)
 
-# %% ../nbs/01_data.ipynb #ce6c2a1e
+# %% ../nbs/01_data.ipynb #cd13cceb
 def write_mp4(frames, path, fps: int = FPS, crf: int = 12):
     "Encode uint8 frames (T, H, W, 3) to an H.264 mp4 at `path`, atomically."
     import imageio_ffmpeg
@@ -94,7 +102,7 @@ def write_mp4(frames, path, fps: int = FPS, crf: int = 12):
         w.send(None)
         for f in frames: w.send(np.ascontiguousarray(f))
         w.close()
-        os.replace(tmp, path)
+        _as_created(tmp, 0o666); os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp): os.remove(tmp)
         raise
@@ -113,7 +121,7 @@ def write_recorded(frames, actions, caption, path, fps: int = FPS, overwrite=Fal
         (tmp/'meta.json').write_text(json.dumps(dict(format=FORMAT_VERSION, kind='recorded', fps=fps, res=frames.shape[1], n_frames=len(frames)), indent=1))
     return _atomic_dir(path, fill, overwrite)
 
-# %% ../nbs/01_data.ipynb #faeef0cb
+# %% ../nbs/01_data.ipynb #1a47b735
 def _load_npz(path, keys):
     "Load `keys` from an npz file; a missing, corrupt or truncated file raises `ValueError` naming it."
     try:
@@ -136,7 +144,7 @@ def _read_csv_actions(path):
     except ValueError as e: raise ValueError(f"{path}: {e}") from None
     return check_actions(a.reshape(-1, 6) if a.size else a.reshape(0, 6), str(path))
 
-# %% ../nbs/01_data.ipynb #9e26758b
+# %% ../nbs/01_data.ipynb #f5c557d8
 def _read_video(path):
     "All frames of an mp4 as uint8 (T, H, W, 3)."
     import imageio_ffmpeg
@@ -172,7 +180,7 @@ def read_episode(path, depth: bool = False) -> Episode:
     if len(frames) != len(actions): raise ValueError(f"{path}: {len(frames)} frames but {len(actions)} actions")
     return Episode(frames, actions.astype(np.float32), poses, cameras, state, caption, meta, dep)
 
-# %% ../nbs/01_data.ipynb #91e4b0aa
+# %% ../nbs/01_data.ipynb #d3ea451b
 def episode_seed(seed: int, kind: str, index: int) -> int:
     "The seed of episode `index` of `kind` in a dataset generated with `seed`."
     return int(np.random.SeedSequence([seed, EPISODE_KINDS.index(kind), index]).generate_state(1)[0] & 0x7FFFFFFF)
@@ -187,7 +195,7 @@ def _make_one(job):
     write_episode(ep, Path(out)/episode_name(kind, seed, i), overwrite=True)
     return episode_name(kind, seed, i)
 
-# %% ../nbs/01_data.ipynb #62f5b4ba
+# %% ../nbs/01_data.ipynb #3f9651a0
 def generate(out, episodes: int, kind: str = 'navigation', seconds: float = 10.0, res: int = 64, seed: int = 0,
              workers: int = 1, depth: bool = False, progress: bool = True) -> list:
     "Generate `episodes` episodes of `kind` into `out` with `workers` processes; skips finished ones. Returns the episode folders."
@@ -214,7 +222,7 @@ def list_episodes(root) -> list:
     "Episode folders under `root` (those with a caption.json), sorted by name."
     return sorted(p for p in Path(root).iterdir() if p.is_dir() and '.tmp-' not in p.name and (p/'caption.json').exists())
 
-# %% ../nbs/01_data.ipynb #cba73165
+# %% ../nbs/01_data.ipynb #bceaf93f
 def samples_dir() -> Path:
     "The `data_samples` folder: inside the installed package, or at the top of a source checkout."
     import worldplay2
@@ -233,7 +241,7 @@ def make_samples(out=None, seconds: float = 6.0, res: int = 64, per_kind: int = 
     write_json_atomic(out/'dataset.json', dict(format=FORMAT_VERSION, episodes=[p.name for p in list_episodes(out)]))
     return out
 
-# %% ../nbs/01_data.ipynb #f2ffc262
+# %% ../nbs/01_data.ipynb #1e886325
 def split_of(name: str, val_fraction: float = 0.1) -> str:
     "'val' or 'train' for an episode name: a stable hash, independent of the other episodes."
     return 'val' if zlib.crc32(name.encode())/2**32 < val_fraction else 'train'
@@ -245,7 +253,7 @@ def split_episodes(paths, val_fraction: float = 0.1):
     if not val and len(paths) > 1 and val_fraction > 0: val = [min(paths, key=lambda p: zlib.crc32(Path(p).name.encode()))]
     return [p for p in paths if p not in val], val
 
-# %% ../nbs/01_data.ipynb #3dcfb8b7
+# %% ../nbs/01_data.ipynb #0b874644
 class EpisodeDataset(torch.utils.data.Dataset):
     "(history, target clip) windows over episode folders. Items: frames (L, 3, H, W) in [-1, 1], actions (L, 6), poses, captions."
     def __init__(self, paths, history: int = 16, clip: int = 17, stride: int = 8, cache: int = 4):
@@ -271,7 +279,7 @@ class EpisodeDataset(torch.utils.data.Dataset):
                     n_history=self.history, scene=ep.caption['scene'], character=ep.caption['character'] or '', event=event,
                     episode=self.paths[i].name, start=s)
 
-# %% ../nbs/01_data.ipynb #ec771b18
+# %% ../nbs/01_data.ipynb #d24a13f0
 class WorldDataModule(L.LightningDataModule):
     "Train/val (history, clip) windows from the episodes under `roots`, split by episode."
     def __init__(self, roots, history: int = 16, clip: int = 17, stride: int = 8, batch_size: int = 8,
