@@ -7,7 +7,7 @@ __all__ = ['FORMAT_VERSION', 'CAPTION_FIELDS', 'check_caption', 'write_json_atom
            'write_recorded', 'read_episode', 'episode_seed', 'episode_name', 'generate', 'list_episodes', 'samples_dir',
            'make_samples', 'split_of', 'split_episodes', 'EpisodeDataset', 'WorldDataModule']
 
-# %% ../nbs/01_data.ipynb #fe4158fa
+# %% ../nbs/01_data.ipynb #d0f116fd
 import csv, json, math, os, shutil, tempfile, zipfile, zlib
 from functools import lru_cache
 from pathlib import Path
@@ -17,7 +17,7 @@ import lightning as L
 from .world import FPS, check_actions, ACTION_FIELDS
 from .episodes import Episode, EPISODE_KINDS, make_episode
 
-# %% ../nbs/01_data.ipynb #05ea234a
+# %% ../nbs/01_data.ipynb #b682a503
 FORMAT_VERSION = 1
 CAPTION_FIELDS = ('scene', 'character', 'UI', 'dynamic_interactions')
 
@@ -39,7 +39,7 @@ def check_caption(c, where='caption'):
         if not isinstance(w['event'], str): raise ValueError(f"{f}.event' must be a string")
     return c
 
-# %% ../nbs/01_data.ipynb #26edb92d
+# %% ../nbs/01_data.ipynb #6d521e99
 def _umask():
     m = os.umask(0); os.umask(m); return m
 
@@ -75,7 +75,7 @@ def write_json_atomic(path, obj):
         if os.path.exists(tmp): os.remove(tmp)
         raise
 
-# %% ../nbs/01_data.ipynb #118736d9
+# %% ../nbs/01_data.ipynb #62ea0446
 def write_episode(ep: Episode, path, overwrite=False) -> Path:
     "Write `ep` to the folder `path` atomically (frames.npz, track.npz, caption.json, meta.json)."
     check_caption(ep.caption, f"{path}: caption")
@@ -89,7 +89,7 @@ def write_episode(ep: Episode, path, overwrite=False) -> Path:
         (tmp/'meta.json').write_text(json.dumps(dict(ep.meta, format=FORMAT_VERSION, n_frames=len(ep)), indent=1))
     return _atomic_dir(path, fill, overwrite)
 
-# %% ../nbs/01_data.ipynb #cd13cceb
+# %% ../nbs/01_data.ipynb #89614a34
 def write_mp4(frames, path, fps: int = FPS, crf: int = 12):
     "Encode uint8 frames (T, H, W, 3) to an H.264 mp4 at `path`, atomically."
     import imageio_ffmpeg
@@ -121,7 +121,7 @@ def write_recorded(frames, actions, caption, path, fps: int = FPS, overwrite=Fal
         (tmp/'meta.json').write_text(json.dumps(dict(format=FORMAT_VERSION, kind='recorded', fps=fps, res=frames.shape[1], n_frames=len(frames)), indent=1))
     return _atomic_dir(path, fill, overwrite)
 
-# %% ../nbs/01_data.ipynb #1a47b735
+# %% ../nbs/01_data.ipynb #7b78541b
 def _load_npz(path, keys):
     "Load `keys` from an npz file; a missing, corrupt or truncated file raises `ValueError` naming it."
     try:
@@ -144,7 +144,7 @@ def _read_csv_actions(path):
     except ValueError as e: raise ValueError(f"{path}: {e}") from None
     return check_actions(a.reshape(-1, 6) if a.size else a.reshape(0, 6), str(path))
 
-# %% ../nbs/01_data.ipynb #f5c557d8
+# %% ../nbs/01_data.ipynb #85246a5b
 def _read_video(path):
     "All frames of an mp4 as uint8 (T, H, W, 3)."
     import imageio_ffmpeg
@@ -180,7 +180,7 @@ def read_episode(path, depth: bool = False) -> Episode:
     if len(frames) != len(actions): raise ValueError(f"{path}: {len(frames)} frames but {len(actions)} actions")
     return Episode(frames, actions.astype(np.float32), poses, cameras, state, caption, meta, dep)
 
-# %% ../nbs/01_data.ipynb #d3ea451b
+# %% ../nbs/01_data.ipynb #2228d018
 def episode_seed(seed: int, kind: str, index: int) -> int:
     "The seed of episode `index` of `kind` in a dataset generated with `seed`."
     return int(np.random.SeedSequence([seed, EPISODE_KINDS.index(kind), index]).generate_state(1)[0] & 0x7FFFFFFF)
@@ -195,7 +195,7 @@ def _make_one(job):
     write_episode(ep, Path(out)/episode_name(kind, seed, i), overwrite=True)
     return episode_name(kind, seed, i)
 
-# %% ../nbs/01_data.ipynb #3f9651a0
+# %% ../nbs/01_data.ipynb #d038c770
 def generate(out, episodes: int, kind: str = 'navigation', seconds: float = 10.0, res: int = 64, seed: int = 0,
              workers: int = 1, depth: bool = False, progress: bool = True) -> list:
     "Generate `episodes` episodes of `kind` into `out` with `workers` processes; skips finished ones. Returns the episode folders."
@@ -222,7 +222,7 @@ def list_episodes(root) -> list:
     "Episode folders under `root` (those with a caption.json), sorted by name."
     return sorted(p for p in Path(root).iterdir() if p.is_dir() and '.tmp-' not in p.name and (p/'caption.json').exists())
 
-# %% ../nbs/01_data.ipynb #bceaf93f
+# %% ../nbs/01_data.ipynb #069f4e6d
 def samples_dir() -> Path:
     "The `data_samples` folder: inside the installed package, or at the top of a source checkout."
     import worldplay2
@@ -241,7 +241,7 @@ def make_samples(out=None, seconds: float = 6.0, res: int = 64, per_kind: int = 
     write_json_atomic(out/'dataset.json', dict(format=FORMAT_VERSION, episodes=[p.name for p in list_episodes(out)]))
     return out
 
-# %% ../nbs/01_data.ipynb #1e886325
+# %% ../nbs/01_data.ipynb #788840eb
 def split_of(name: str, val_fraction: float = 0.1) -> str:
     "'val' or 'train' for an episode name: a stable hash, independent of the other episodes."
     return 'val' if zlib.crc32(name.encode())/2**32 < val_fraction else 'train'
@@ -253,7 +253,7 @@ def split_episodes(paths, val_fraction: float = 0.1):
     if not val and len(paths) > 1 and val_fraction > 0: val = [min(paths, key=lambda p: zlib.crc32(Path(p).name.encode()))]
     return [p for p in paths if p not in val], val
 
-# %% ../nbs/01_data.ipynb #0b874644
+# %% ../nbs/01_data.ipynb #ccba69a7
 class EpisodeDataset(torch.utils.data.Dataset):
     "(history, target clip) windows over episode folders. Items: frames (L, 3, H, W) in [-1, 1], actions (L, 6), poses, captions."
     def __init__(self, paths, history: int = 16, clip: int = 17, stride: int = 8, cache: int = 4):
@@ -279,14 +279,14 @@ class EpisodeDataset(torch.utils.data.Dataset):
                     n_history=self.history, scene=ep.caption['scene'], character=ep.caption['character'] or '', event=event,
                     episode=self.paths[i].name, start=s)
 
-# %% ../nbs/01_data.ipynb #d24a13f0
+# %% ../nbs/01_data.ipynb #9478323d
 class WorldDataModule(L.LightningDataModule):
-    "Train/val (history, clip) windows from the episodes under `roots`, split by episode."
+    "Train/val (history, clip) windows from the episodes under `roots`, split by episode; `cache` decoded episodes stay in memory."
     def __init__(self, roots, history: int = 16, clip: int = 17, stride: int = 8, batch_size: int = 8,
-                 num_workers: int = 0, val_fraction: float = 0.1, seed: int = 0):
+                 num_workers: int = 0, val_fraction: float = 0.1, seed: int = 0, cache: int = 4):
         super().__init__()
         self.roots = [roots] if isinstance(roots, (str, Path)) else list(roots)
-        self.kw = dict(history=history, clip=clip, stride=stride)
+        self.kw = dict(history=history, clip=clip, stride=stride, cache=cache)
         self.batch_size, self.num_workers, self.val_fraction, self.seed = batch_size, num_workers, val_fraction, seed
 
     def setup(self, stage=None):
