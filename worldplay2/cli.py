@@ -6,11 +6,11 @@
 __all__ = ['cmd_preview', 'cmd_data_generate', 'cmd_data_samples', 'one_core', 'cmd_bench_world', 'cmd_train', 'cmd_bench_vae',
            'parser', 'main']
 
-# %% ../nbs/90_cli.ipynb #e4838e71
+# %% ../nbs/90_cli.ipynb #35748d87
 import argparse, json, os, sys, time
 from pathlib import Path
 
-# %% ../nbs/90_cli.ipynb #07cf4c4c
+# %% ../nbs/90_cli.ipynb #36fde87d
 def cmd_preview(a):
     "Render one episode of each kind at `a.res`: `<kind>.mp4` per kind and `preview.png`, a contact sheet of all three."
     import numpy as np
@@ -34,7 +34,7 @@ def cmd_preview(a):
     print(json.dumps(report, indent=1))
     return report
 
-# %% ../nbs/90_cli.ipynb #160b08aa
+# %% ../nbs/90_cli.ipynb #a79e1b2d
 def cmd_data_generate(a):
     "Generate a dataset of episodes."
     from worldplay2.data import generate
@@ -46,7 +46,7 @@ def cmd_data_samples(a):
     from worldplay2.data import make_samples
     print(f"samples in {make_samples(a.out)}")
 
-# %% ../nbs/90_cli.ipynb #2a8fd346
+# %% ../nbs/90_cli.ipynb #a96f95ef
 def one_core():
     "Pin this process to one CPU core (where the OS allows) and one thread; returns the core."
     import torch
@@ -63,14 +63,15 @@ def cmd_bench_world(a):
     print(json.dumps(res) if a.json else '\n'.join(f"{r}x{r}: {f} frames/s" for r, f in res['fps'].items()))
     return res
 
-# %% ../nbs/90_cli.ipynb #61e88736
+# %% ../nbs/90_cli.ipynb #b04d0b70
 def cmd_train(a):
     "Train one stage."
-    from worldplay2.train import train_vae
-    runners = dict(vae=train_vae)
+    from worldplay2.train import train_vae, train_base
+    runners = dict(vae=train_vae, base=train_base)
     devices = int(a.devices) if str(a.devices).isdigit() else a.devices
+    extra = dict(vae=a.vae) if a.stage == 'base' else {}
     m = runners[a.stage](a.data, a.out, a.preset, a.max_steps, a.batch_size, devices=devices, strategy=a.strategy,
-                         num_workers=a.num_workers, seed=a.seed, progress=not a.quiet)
+                         num_workers=a.num_workers, seed=a.seed, progress=not a.quiet, **extra)
     if m: print(json.dumps(m))
     return m
 
@@ -86,10 +87,11 @@ def cmd_bench_vae(a):
     print(json.dumps(res) if a.json else res)
     return res
 
-# %% ../nbs/90_cli.ipynb #3b01c2cb
+# %% ../nbs/90_cli.ipynb #8ac75317
 def _train_parser(sub):
     t = sub.add_parser('train', help='train a curriculum stage (resumable)')
-    t.add_argument('stage', choices=('vae',))
+    t.add_argument('stage', choices=('vae', 'base'))
+    t.add_argument('--vae', default=None, help='base: the trained vae/ folder whose latents the model learns')
     t.add_argument('--preset', choices=('tiny', 'small', 'base'), default='small')
     t.add_argument('--data', required=True, nargs='+', help='episode folder(s)')
     t.add_argument('--out', required=True, help='run folder: checkpoints, logs, final model, metrics.json')
@@ -102,7 +104,7 @@ def _train_parser(sub):
     t.add_argument('--quiet', action='store_true')
     t.set_defaults(fn=cmd_train)
 
-# %% ../nbs/90_cli.ipynb #b2652397
+# %% ../nbs/90_cli.ipynb #ee54034b
 def _data_parser(sub):
     d = sub.add_parser('data', help='generate and manage episode datasets').add_subparsers(dest='sub', required=True)
     g = d.add_parser('generate', help='write episodes of one kind (parallel, deterministic, resumable)')
@@ -144,7 +146,7 @@ def _preview_parser(sub):
     p.add_argument('--seconds', type=float, default=6.0)
     p.set_defaults(fn=cmd_preview)
 
-# %% ../nbs/90_cli.ipynb #6dd2b94e
+# %% ../nbs/90_cli.ipynb #7a694b76
 def parser() -> argparse.ArgumentParser:
     "The `worldplay2` argument parser."
     from worldplay2 import __version__

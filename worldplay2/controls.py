@@ -6,14 +6,14 @@
 __all__ = ['FIELDS', 'ControlConfig', 'latent_groups', 'ActionEncoder', 'ActionInjection', 'words', 'hash_tokens', 'flat_caption',
            'TextEncoder', 'CaptionCache']
 
-# %% ../nbs/03_controls.ipynb #72350352
+# %% ../nbs/03_controls.ipynb #9a78bdf5
 import math, re, zlib
 from dataclasses import dataclass, asdict
 import torch, torch.nn as nn, torch.nn.functional as F
 from einops import rearrange, repeat
 from .world import TURN_RATE
 
-# %% ../nbs/03_controls.ipynb #fedbe935
+# %% ../nbs/03_controls.ipynb #4f20b037
 @dataclass
 class ControlConfig:
     "Sizes of the action encoder, the injection MLP and the caption encoder."
@@ -31,7 +31,7 @@ def latent_groups(T: int, t_factor: int = 4):
     if (T - 1) % t_factor: raise ValueError(f"{T} frames do not make whole latents: need 1 + {t_factor}k")
     return [(0, 1)] + [(1 + t_factor*j, 1 + t_factor*(j + 1)) for j in range((T - 1)//t_factor)]
 
-# %% ../nbs/03_controls.ipynb #1b3dfc00
+# %% ../nbs/03_controls.ipynb #4954607d
 class ActionEncoder(nn.Module):
     "Eq. 1: `E(pitch, yaw)` + embeddings of forward, lateral, perspective, jump; per frame, then averaged per latent."
     def __init__(self, c: ControlConfig):
@@ -47,12 +47,14 @@ class ActionEncoder(nn.Module):
         return self.E(rot) + self.fwd(i(2, 1)) + self.lat(i(3, 1)) + self.persp(i(4)) + self.jump(i(5))
 
     def forward(self, a):
-        "Actions (B, T, 6), T = 1 + 4k -> one embedding per latent (B, 1 + k, d)."
-        e = self.frames(a)
-        first, rest = e[:, :1], rearrange(e[:, 1:], 'b (n f) d -> b n f d', f=self.t_factor).mean(2)
-        return torch.cat([first, rest], 1)
+        "Actions (B, T, 6) -> one embedding per latent: T = 1 + 4k at a stream's start (first latent alone) gives 1 + k; T = 4k (later) gives k."
+        e, T = self.frames(a), a.shape[1]
+        if T % self.t_factor not in (0, 1): raise ValueError(f"{T} frames do not make whole latents: need 1 + {self.t_factor}k or {self.t_factor}k")
+        k = T % self.t_factor
+        rest = rearrange(e[:, k:], 'b (n f) d -> b n f d', f=self.t_factor).mean(2)
+        return torch.cat([e[:, :1], rest], 1) if k else rest
 
-# %% ../nbs/03_controls.ipynb #b4aafb00
+# %% ../nbs/03_controls.ipynb #99880813
 class ActionInjection(nn.Module):
     "Eq. 2: `h <- h + F([h ⊕ e_t])`, e_t broadcast over the S spatial tokens of its latent frame; F's last layer starts at zero."
     def __init__(self, d_model: int, d_action: int):
@@ -64,7 +66,7 @@ class ActionInjection(nn.Module):
         "h (B, n·S, D) tokens frame by frame; e (B, n, d_action)."
         return h + self.F(torch.cat([h, repeat(e, 'b n d -> b (n s) d', s=S)], -1))
 
-# %% ../nbs/03_controls.ipynb #bb6bf0d4
+# %% ../nbs/03_controls.ipynb #00202f1b
 FIELDS = ('scene', 'character', 'event')
 
 def words(text: str): return re.findall(r"[a-z0-9]+|[^\sa-z0-9]", (text or '').lower())
@@ -77,7 +79,7 @@ def flat_caption(scene, character, event):
     "The paper's template sentence: one undivided caption (the flat variant)."
     return f"The scene in the video is: {scene} The character is: {character or 'none'}. The event is: {event}"
 
-# %% ../nbs/03_controls.ipynb #2eb2bb3c
+# %% ../nbs/03_controls.ipynb #b34d84b6
 class TextEncoder(nn.Module):
     "Hashed-word caption encoder trained with the model: per-field transformer, field identity kept by a learned embedding."
     def __init__(self, c: ControlConfig):
@@ -112,7 +114,7 @@ class TextEncoder(nn.Module):
         parts = [self.encode_field(list(t), i) for i, t in enumerate((scene, character, event))]
         return torch.cat([p[0] for p in parts], 1), torch.cat([p[1] for p in parts], 1)
 
-# %% ../nbs/03_controls.ipynb #d3dd729b
+# %% ../nbs/03_controls.ipynb #2df2f4a2
 class CaptionCache:
     "Per-field cache of caption encodings for one stream (batch 1): re-encodes a field only when its text changes."
     def __init__(self, encoder: TextEncoder):
