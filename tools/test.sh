@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
+# two notebooks (or DDP processes) run at once on two cores: one thread each, or OpenMP spin-waits thrash
+export OMP_NUM_THREADS=1
 snapshot() { find nbs worldplay2 -type f \( -name '*.ipynb' -o -name '*.py' \) -not -path '*/__pycache__/*' -print0 | sort -z | xargs -0 sha1sum; }
 
 echo "== nbdev_clean leaves the notebooks unchanged"

@@ -4,13 +4,13 @@
 
 # %% auto #0
 __all__ = ['cmd_preview', 'cmd_data_generate', 'cmd_data_samples', 'one_core', 'cmd_bench_world', 'cmd_train', 'cmd_bench_vae',
-           'parser', 'main']
+           'cmd_eval_control', 'parser', 'main']
 
-# %% ../nbs/90_cli.ipynb #35748d87
+# %% ../nbs/90_cli.ipynb #32307da4
 import argparse, json, os, sys, time
 from pathlib import Path
 
-# %% ../nbs/90_cli.ipynb #36fde87d
+# %% ../nbs/90_cli.ipynb #54dbf017
 def cmd_preview(a):
     "Render one episode of each kind at `a.res`: `<kind>.mp4` per kind and `preview.png`, a contact sheet of all three."
     import numpy as np
@@ -34,7 +34,7 @@ def cmd_preview(a):
     print(json.dumps(report, indent=1))
     return report
 
-# %% ../nbs/90_cli.ipynb #a79e1b2d
+# %% ../nbs/90_cli.ipynb #55dffa9a
 def cmd_data_generate(a):
     "Generate a dataset of episodes."
     from worldplay2.data import generate
@@ -46,7 +46,7 @@ def cmd_data_samples(a):
     from worldplay2.data import make_samples
     print(f"samples in {make_samples(a.out)}")
 
-# %% ../nbs/90_cli.ipynb #a96f95ef
+# %% ../nbs/90_cli.ipynb #687ed1d6
 def one_core():
     "Pin this process to one CPU core (where the OS allows) and one thread; returns the core."
     import torch
@@ -63,7 +63,7 @@ def cmd_bench_world(a):
     print(json.dumps(res) if a.json else '\n'.join(f"{r}x{r}: {f} frames/s" for r, f in res['fps'].items()))
     return res
 
-# %% ../nbs/90_cli.ipynb #b04d0b70
+# %% ../nbs/90_cli.ipynb #3216bc92
 def cmd_train(a):
     "Train one stage."
     from worldplay2.train import train_vae, train_base
@@ -87,7 +87,34 @@ def cmd_bench_vae(a):
     print(json.dumps(res) if a.json else res)
     return res
 
-# %% ../nbs/90_cli.ipynb #8ac75317
+# %% ../nbs/90_cli.ipynb #f7749d78
+def cmd_eval_control(a):
+    "Control accuracy of a trained base model against the world's true renders (held-out episodes)."
+    from worldplay2.train import load_world
+    from worldplay2.vae import load_vae
+    from worldplay2.control_eval import eval_control, model_generator
+    from worldplay2.data import list_episodes, split_episodes
+    if a.checkpoint is None or a.vae is None: raise ValueError("pass --checkpoint DIR (model/ of `worldplay2 train base`) and --vae DIR (its vae/)")
+    eps = [p for p in list_episodes(a.data) if (p/'frames.npz').exists()]
+    held_out = split_episodes(eps)[1] or eps
+    res = eval_control(model_generator(load_world(a.checkpoint), load_vae(a.vae), a.steps, a.cfg), held_out, clip=a.clip, max_clips=a.clips)
+    print(json.dumps(res) if a.json else res)
+    return res
+
+def _eval_parser(sub):
+    e = sub.add_parser('eval', help='evaluations (JSON with --json)').add_subparsers(dest='sub', required=True)
+    c = e.add_parser('control', help='generated clips vs true renders, copy-first baseline, wrong actions, action accuracy')
+    c.add_argument('--checkpoint', default=None, help='a model/ folder written by `worldplay2 train base`')
+    c.add_argument('--vae', default=None, help='the vae/ folder it was trained with')
+    c.add_argument('--data', required=True, help='episode folder at the model resolution (its validation split is used)')
+    c.add_argument('--clip', type=int, default=17)
+    c.add_argument('--clips', type=int, default=16)
+    c.add_argument('--steps', type=int, default=30)
+    c.add_argument('--cfg', type=float, default=1.0)
+    c.add_argument('--json', action='store_true')
+    c.set_defaults(fn=cmd_eval_control)
+
+# %% ../nbs/90_cli.ipynb #bfd59c1b
 def _train_parser(sub):
     t = sub.add_parser('train', help='train a curriculum stage (resumable)')
     t.add_argument('stage', choices=('vae', 'base'))
@@ -104,7 +131,7 @@ def _train_parser(sub):
     t.add_argument('--quiet', action='store_true')
     t.set_defaults(fn=cmd_train)
 
-# %% ../nbs/90_cli.ipynb #ee54034b
+# %% ../nbs/90_cli.ipynb #b371f748
 def _data_parser(sub):
     d = sub.add_parser('data', help='generate and manage episode datasets').add_subparsers(dest='sub', required=True)
     g = d.add_parser('generate', help='write episodes of one kind (parallel, deterministic, resumable)')
@@ -146,14 +173,14 @@ def _preview_parser(sub):
     p.add_argument('--seconds', type=float, default=6.0)
     p.set_defaults(fn=cmd_preview)
 
-# %% ../nbs/90_cli.ipynb #7a694b76
+# %% ../nbs/90_cli.ipynb #52cad2dc
 def parser() -> argparse.ArgumentParser:
     "The `worldplay2` argument parser."
     from worldplay2 import __version__
     p = argparse.ArgumentParser(prog='worldplay2', description='WorldPlay2, small enough to train on a laptop CPU.')
     p.add_argument('--version', action='version', version=f'worldplay2 {__version__}')
     sub = p.add_subparsers(dest='cmd', required=True)
-    for add in (_preview_parser, _data_parser, _train_parser, _bench_parser): add(sub)
+    for add in (_preview_parser, _data_parser, _train_parser, _eval_parser, _bench_parser): add(sub)
     return p
 
 def main(argv=None):

@@ -7,7 +7,7 @@ __all__ = ['DiTConfig', 'ModelConfig', 'model_config', 'rope_angles', 'apply_rop
            'modulate', 'Attention', 'DiTBlock', 'WorldDiT', 'WorldModel', 'frame_causal_mask', 'shift_sigma',
            'FlowMatching', 'EulerSampler', 'flow_step']
 
-# %% ../nbs/04_dit.ipynb #2badcfc4
+# %% ../nbs/04_dit.ipynb #21857b24
 import math
 from dataclasses import dataclass, field, asdict
 import torch, torch.nn as nn, torch.nn.functional as F
@@ -15,7 +15,7 @@ from einops import rearrange, repeat
 from .controls import ControlConfig, ActionEncoder, ActionInjection, TextEncoder
 from .vae import VAEConfig, vae_config
 
-# %% ../nbs/04_dit.ipynb #950ec710
+# %% ../nbs/04_dit.ipynb #0ab95e4f
 @dataclass
 class DiTConfig:
     "The video DiT: latent geometry (from the VAE), width, depth, heads, flow-matching settings."
@@ -47,7 +47,7 @@ class ModelConfig:
     dit: DiTConfig
     control: ControlConfig
 
-# %% ../nbs/04_dit.ipynb #17009f42
+# %% ../nbs/04_dit.ipynb #f190d4e0
 def model_config(preset: str) -> ModelConfig:
     "The named preset: tiny (tests, seconds), small (the CPU model at 128x128), base (GPU sizes)."
     if preset not in ('tiny', 'small', 'base'): raise ValueError(f"unknown preset '{preset}'; known: tiny, small, base")
@@ -60,7 +60,7 @@ def model_config(preset: str) -> ModelConfig:
                base=ControlConfig(d_action=256, d_text=512, text_layers=4, text_heads=8, t_factor=v.t_factor))[preset]
     return ModelConfig(v, dit, ctl)
 
-# %% ../nbs/04_dit.ipynb #5823e438
+# %% ../nbs/04_dit.ipynb #b2b137c4
 def rope_angles(pos, split, base: float = 10000.0):
     "Rotation angles (..., head_dim/2) for positions (..., 3) = (t, y, x) and the channel split per axis."
     parts = []
@@ -81,7 +81,7 @@ def token_positions(n: int, side: int, t0=0.0, device=None):
     t, y, x = torch.meshgrid(ar(n) + t0, ar(side), ar(side), indexing='ij')
     return torch.stack([t, y, x], -1).reshape(-1, 3)
 
-# %% ../nbs/04_dit.ipynb #eb0bff3b
+# %% ../nbs/04_dit.ipynb #13185809
 def timestep_embedding(sigma, dim: int):
     "Sinusoidal embedding of noise levels sigma (...,) in [0, 1] -> (..., dim)."
     half = dim//2
@@ -106,7 +106,7 @@ class Attention(nn.Module):
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         return self.o(rearrange(y, 'b h n d -> b n (h d)'))
 
-# %% ../nbs/04_dit.ipynb #2f3c05a0
+# %% ../nbs/04_dit.ipynb #14461842
 class DiTBlock(nn.Module):
     "adaLN → self-attention (RoPE, optional mask) → cross-attention to captions → action injection (eq. 2) → adaLN → FFN."
     def __init__(self, c: DiTConfig, ctl: ControlConfig):
@@ -128,7 +128,7 @@ class DiTBlock(nn.Module):
         h = self.inject(h, e, S)                                                  # eq. 2: after cross-attention, before the FFN
         return h + g2*self.ffn(modulate(self.norm2(h), sh2, sc2))
 
-# %% ../nbs/04_dit.ipynb #7e37f95f
+# %% ../nbs/04_dit.ipynb #d0e5d37a
 class WorldDiT(nn.Module):
     "Velocity predictor over latent videos (B, n, C, h, w) with per-frame noise levels (B, n)."
     def __init__(self, c: DiTConfig, ctl: ControlConfig):
@@ -154,7 +154,7 @@ class WorldDiT(nn.Module):
         out = self.head(modulate(self.norm_out(h), sh, sc))
         return rearrange(out, 'b (n y x) (c p q) -> b n c (y p) (x q)', n=n, y=hh//p, p=p, q=p)
 
-# %% ../nbs/04_dit.ipynb #0841d8c7
+# %% ../nbs/04_dit.ipynb #c7e82ca8
 class WorldModel(nn.Module):
     "N_θ: the DiT with its controls. Captions are lists of strings per field (scene, character, event)."
     def __init__(self, config: ModelConfig):
@@ -169,13 +169,13 @@ class WorldModel(nn.Module):
         if e.shape[1] != x.shape[1]: raise ValueError(f"{actions.shape[1]} action frames make {e.shape[1]} latents, but x has {x.shape[1]}")
         return self.dit(x, sigma, e, ctx, ctx_mask, mask, t0)
 
-# %% ../nbs/04_dit.ipynb #74e09cac
+# %% ../nbs/04_dit.ipynb #8be563ea
 def frame_causal_mask(n: int, S: int, device=None):
     "Bool (n·S, n·S): a token attends to tokens of its own latent frame and earlier ones."
     f = torch.arange(n, device=device).repeat_interleave(S)
     return f[:, None] >= f[None, :]
 
-# %% ../nbs/04_dit.ipynb #6333dd90
+# %% ../nbs/04_dit.ipynb #f96aa5ab
 def shift_sigma(s, shift: float): return shift*s/(1 + (shift - 1)*s)
 
 @dataclass
@@ -197,7 +197,7 @@ class FlowMatching:
         per = (v_pred - v).pow(2).flatten(2).mean(-1)
         return (per*weight).sum()/weight.sum().clamp_min(1)
 
-# %% ../nbs/04_dit.ipynb #f82e4bad
+# %% ../nbs/04_dit.ipynb #dd7ec695
 @dataclass
 class EulerSampler:
     "Many-step Euler integration of dx/dσ = v from σ = 1 to 0 on the shifted grid; optional classifier-free guidance."
@@ -224,7 +224,7 @@ class EulerSampler:
             z = torch.where(kk, z, z + (b - a)*v)
         return z
 
-# %% ../nbs/04_dit.ipynb #69b69559
+# %% ../nbs/04_dit.ipynb #361ad745
 def flow_step(model: WorldModel, fm: FlowMatching, z0, actions, captions, generator=None):
     "Flow-matching loss of `model` on clean latents z0 (B, n, C, h, w) with actions (B, T, 6) and caption field lists."
     c, (B, n) = model.config.dit, z0.shape[:2]
