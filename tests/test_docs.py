@@ -1,4 +1,4 @@
-"""Tests for the offline docs site built by `tools/build_docs.py`.
+"""Tests for the offline docs site built by `.ci/build_docs.py`.
 
 Fast unit tests check the nbdev directive handling and the atomic swap.  The browser
 tests build the real site from `nbs/` into a temporary folder, serve it on 127.0.0.1 and
@@ -36,8 +36,8 @@ CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run'
 
 
 def _load_build_docs():
-    "Import tools/build_docs.py (tools/ is not a package)."
-    spec = importlib.util.spec_from_file_location('build_docs', ROOT / 'tools' / 'build_docs.py')
+    "Import .ci/build_docs.py (.ci/ is not a package)."
+    spec = importlib.util.spec_from_file_location('build_docs', ROOT / '.ci' / 'build_docs.py')
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod   # dataclasses look their module up here
     spec.loader.exec_module(mod)
@@ -150,7 +150,7 @@ def test_atomic_swap(tmp_path, monkeypatch):
 def site(tmp_path_factory) -> Path:
     "The real site, built from nbs/ by the command line tool."
     out = tmp_path_factory.mktemp('docs') / 'site'
-    res = subprocess.run([sys.executable, str(ROOT / 'tools' / 'build_docs.py'), '--out', str(out)],
+    res = subprocess.run([sys.executable, str(ROOT / '.ci' / 'build_docs.py'), '--out', str(out)],
                          cwd=ROOT, capture_output=True, text=True, timeout=180)
     assert res.returncode == 0, f'build_docs.py failed:\n{res.stdout}\n{res.stderr}'
     return out

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Build the worldplay2 documentation site offline, straight from the notebooks.
 
-    python tools/build_docs.py [--out docs]
+    python .ci/build_docs.py [--out docs]
 
 Quarto (and so `nbdev_docs`) is not available everywhere, so this script renders the
 site with nbconvert alone:

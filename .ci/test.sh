@@ -17,7 +17,7 @@ before=$(snapshot); nbdev_export; after=$(snapshot)
 if [ "$before" != "$after" ]; then diff <(echo "$before") <(echo "$after") || true; echo "FAIL: the package differs from the notebooks; edit the notebooks, run nbdev_export and commit"; exit 1; fi
 
 echo "== README.md is built from nbs/index.ipynb"
-python3 tools/build_readme.py --check
+python3 .ci/build_readme.py --check
 
 echo "== nbdev_test (fast tier)"
 nbdev_test --n_workers 2 --timing

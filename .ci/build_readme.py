@@ -1,6 +1,6 @@
 """Write README.md from nbs/index.ipynb (Quarto-free stand-in for `nbdev_readme`).
 
-    python tools/build_readme.py [--check]
+    python .ci/build_readme.py [--check]
 
 Markdown cells are copied; hidden cells and `#|` directive lines are dropped; shown code cells
 become fenced blocks followed by their text outputs; image links are made relative to the
@@ -11,7 +11,7 @@ from pathlib import Path
 import nbformat
 
 ROOT = Path(__file__).resolve().parent.parent
-HEADER = '<!-- Generated from nbs/index.ipynb by tools/build_readme.py: edit the notebook, not this file. -->\n\n'
+HEADER = '<!-- Generated from nbs/index.ipynb by .ci/build_readme.py: edit the notebook, not this file. -->\n\n'
 
 
 def _directives(src):
@@ -54,6 +54,6 @@ if __name__ == '__main__':
     a = ap.parse_args()
     text, path = readme(), ROOT/'README.md'
     if a.check:
-        if not path.exists() or path.read_text() != text: sys.exit('README.md is out of date: run python tools/build_readme.py')
+        if not path.exists() or path.read_text() != text: sys.exit('README.md is out of date: run python .ci/build_readme.py')
     else:
         tmp = path.with_suffix('.md.tmp'); tmp.write_text(text); tmp.replace(path); print(f"wrote {path}")

@@ -1,6 +1,6 @@
 """Execute notebooks top to bottom and save their outputs, skipping what `nbdev_test` skips.
 
-    python tools/run_nbs.py nbs/00_world.ipynb [more.ipynb ...] [--flags slow cuda]
+    python .ci/run_nbs.py nbs/00_world.ipynb [more.ipynb ...] [--flags slow cuda]
 
 Cells marked `#| eval: false` never run and the export call is skipped, as under `nbdev_test`;
 cells flagged with a test flag from settings.ini (`slow`, `cuda`) run only when named in --flags.
