@@ -4,13 +4,13 @@
 
 # %% auto #0
 __all__ = ['cmd_preview', 'cmd_data_generate', 'cmd_data_samples', 'one_core', 'cmd_bench_world', 'cmd_train', 'cmd_bench_vae',
-           'cmd_eval_control', 'parser', 'main']
+           'cmd_bench_train', 'cmd_eval_control', 'parser', 'main']
 
-# %% ../nbs/90_cli.ipynb #32307da4
+# %% ../nbs/90_cli.ipynb #c48cf2e4
 import argparse, json, os, sys, time
 from pathlib import Path
 
-# %% ../nbs/90_cli.ipynb #54dbf017
+# %% ../nbs/90_cli.ipynb #ccf397a3
 def cmd_preview(a):
     "Render one episode of each kind at `a.res`: `<kind>.mp4` per kind and `preview.png`, a contact sheet of all three."
     import numpy as np
@@ -34,7 +34,7 @@ def cmd_preview(a):
     print(json.dumps(report, indent=1))
     return report
 
-# %% ../nbs/90_cli.ipynb #55dffa9a
+# %% ../nbs/90_cli.ipynb #a678d037
 def cmd_data_generate(a):
     "Generate a dataset of episodes."
     from worldplay2.data import generate
@@ -46,7 +46,7 @@ def cmd_data_samples(a):
     from worldplay2.data import make_samples
     print(f"samples in {make_samples(a.out)}")
 
-# %% ../nbs/90_cli.ipynb #687ed1d6
+# %% ../nbs/90_cli.ipynb #29629e62
 def one_core():
     "Pin this process to one CPU core (where the OS allows) and one thread; returns the core."
     import torch
@@ -63,7 +63,7 @@ def cmd_bench_world(a):
     print(json.dumps(res) if a.json else '\n'.join(f"{r}x{r}: {f} frames/s" for r, f in res['fps'].items()))
     return res
 
-# %% ../nbs/90_cli.ipynb #3216bc92
+# %% ../nbs/90_cli.ipynb #4a204087
 def cmd_train(a):
     "Train one stage."
     from worldplay2.train import train_vae, train_base
@@ -87,7 +87,15 @@ def cmd_bench_vae(a):
     print(json.dumps(res) if a.json else res)
     return res
 
-# %% ../nbs/90_cli.ipynb #f7749d78
+# %% ../nbs/90_cli.ipynb #b8ec47ac
+def cmd_bench_train(a):
+    "Training-step time and peak memory of the base model by clip length."
+    from worldplay2.train import bench_train_step
+    res = bench_train_step(a.preset, tuple(a.latents), a.batch_size, a.steps)
+    print(json.dumps(res) if a.json else res)
+    return res
+
+# %% ../nbs/90_cli.ipynb #6e7c2de3
 def cmd_eval_control(a):
     "Control accuracy of a trained base model against the world's true renders (held-out episodes)."
     from worldplay2.train import load_world
@@ -114,7 +122,7 @@ def _eval_parser(sub):
     c.add_argument('--json', action='store_true')
     c.set_defaults(fn=cmd_eval_control)
 
-# %% ../nbs/90_cli.ipynb #bfd59c1b
+# %% ../nbs/90_cli.ipynb #e05e9500
 def _train_parser(sub):
     t = sub.add_parser('train', help='train a curriculum stage (resumable)')
     t.add_argument('stage', choices=('vae', 'base'))
@@ -131,7 +139,7 @@ def _train_parser(sub):
     t.add_argument('--quiet', action='store_true')
     t.set_defaults(fn=cmd_train)
 
-# %% ../nbs/90_cli.ipynb #b371f748
+# %% ../nbs/90_cli.ipynb #bbc6c372
 def _data_parser(sub):
     d = sub.add_parser('data', help='generate and manage episode datasets').add_subparsers(dest='sub', required=True)
     g = d.add_parser('generate', help='write episodes of one kind (parallel, deterministic, resumable)')
@@ -164,6 +172,13 @@ def _bench_parser(sub):
     v.add_argument('--one-core', action='store_true', help='pin to one core first')
     v.add_argument('--json', action='store_true')
     v.set_defaults(fn=cmd_bench_vae)
+    t = b.add_parser('train', help='seconds per base-model training step and peak memory, by clip length')
+    t.add_argument('--preset', choices=('tiny', 'small', 'base'), default='small')
+    t.add_argument('--latents', type=int, nargs='+', default=[2, 3, 5, 9])
+    t.add_argument('--batch-size', type=int, default=8)
+    t.add_argument('--steps', type=int, default=3)
+    t.add_argument('--json', action='store_true')
+    t.set_defaults(fn=cmd_bench_train)
 
 def _preview_parser(sub):
     p = sub.add_parser('preview', help='render a preview of the world: mp4 per episode kind and a contact sheet')
@@ -173,7 +188,7 @@ def _preview_parser(sub):
     p.add_argument('--seconds', type=float, default=6.0)
     p.set_defaults(fn=cmd_preview)
 
-# %% ../nbs/90_cli.ipynb #52cad2dc
+# %% ../nbs/90_cli.ipynb #7163e139
 def parser() -> argparse.ArgumentParser:
     "The `worldplay2` argument parser."
     from worldplay2 import __version__
