@@ -6,7 +6,7 @@
 __all__ = ['VAE_TRAIN', 'BASE_TRAIN', 'check_data', 'make_trainer', 'train_vae', 'encode_latents', 'LatentDataset', 'LitWorld',
            'save_world', 'load_world', 'train_base', 'bench_train_step']
 
-# %% ../nbs/05_training.ipynb #03c637d5
+# %% ../nbs/05_training.ipynb #ed6742fb
 import json, math, os, time
 from dataclasses import asdict
 from pathlib import Path
@@ -17,7 +17,7 @@ from .data import WorldDataModule, list_episodes, write_json_atomic, read_episod
 from .vae import CausalVAE, LitVAE, vae_config, save_vae, load_vae, fit_latent_stats, bench_vae
 from .dit import WorldModel, FlowMatching, flow_step, model_config
 
-# %% ../nbs/05_training.ipynb #601b51f8
+# %% ../nbs/05_training.ipynb #37936086
 def check_data(roots, res: int):
     "All episodes under `roots` at `res` pixels; raises a clear error otherwise. Returns the episode count."
     roots = [roots] if isinstance(roots, (str, Path)) else list(roots)
@@ -47,7 +47,7 @@ def _resume_path(out: Path):
     p = out/'checkpoints'/'last.ckpt'
     return str(p) if p.exists() else None
 
-# %% ../nbs/05_training.ipynb #bd002c2a
+# %% ../nbs/05_training.ipynb #e1a6b004
 VAE_TRAIN = dict(tiny=dict(max_steps=300, batch_size=8), small=dict(max_steps=3000, batch_size=4), base=dict(max_steps=100_000, batch_size=16))
 
 def train_vae(data, out, preset: str = 'small', max_steps: int = None, batch_size: int = None, devices=1, strategy='auto',
@@ -71,7 +71,7 @@ def train_vae(data, out, preset: str = 'small', max_steps: int = None, batch_siz
     write_json_atomic(out/'metrics.json', metrics)
     return metrics
 
-# %% ../nbs/05_training.ipynb #83d9d927
+# %% ../nbs/05_training.ipynb #6ee65db1
 @torch.no_grad()
 def encode_latents(vae: CausalVAE, roots, out, progress: bool = True) -> list:
     "Encode every episode under `roots` into `out/<episode>/latents.npz` (normalised z, float16) with its caption, meta and actions. Skips done ones."
@@ -94,7 +94,7 @@ def encode_latents(vae: CausalVAE, roots, out, progress: bool = True) -> list:
         done.append(dst)
     return done
 
-# %% ../nbs/05_training.ipynb #d8bdecf2
+# %% ../nbs/05_training.ipynb #1a9e03eb
 class LatentDataset(torch.utils.data.Dataset):
     "Windows of `n_latents` consecutive latents with 4 action frames per latent and the caption fields at the window's time."
     def __init__(self, paths, n_latents: int = 5, stride: int = 2, t_factor: int = 4):
@@ -118,7 +118,7 @@ class LatentDataset(torch.utils.data.Dataset):
         return dict(z=torch.from_numpy(d['z'][j:j + self.n].astype(np.float32)), actions=torch.from_numpy(acts.astype(np.float32)),
                     scene=cap['scene'], character=cap['character'] or '', event=event, stream_start=j == 0)
 
-# %% ../nbs/05_training.ipynb #71b3f819
+# %% ../nbs/05_training.ipynb #a65d486d
 class LitWorld(L.LightningModule):
     "Flow-matching training of a `WorldModel` on latent windows (stages 1–2)."
     def __init__(self, model: WorldModel, lr: float = 3e-4, max_steps: int = None, warmup: int = 200):
@@ -142,7 +142,7 @@ class LitWorld(L.LightningModule):
         f = lambda s: min(1.0, (s + 1)/self.warmup)*(0.5*(1 + math.cos(math.pi*min(s, total)/total)) if self.max_steps else 1.0)
         return dict(optimizer=opt, lr_scheduler=dict(scheduler=torch.optim.lr_scheduler.LambdaLR(opt, f), interval='step'))
 
-# %% ../nbs/05_training.ipynb #1c09503f
+# %% ../nbs/05_training.ipynb #d6e4beac
 def save_world(model: WorldModel, path, dtype=torch.float32):
     "Write a `WorldModel` to the folder `path`: config.json and model.safetensors."
     from safetensors.torch import save_file
@@ -200,7 +200,7 @@ def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_si
     write_json_atomic(out/'metrics.json', metrics)
     return metrics
 
-# %% ../nbs/05_training.ipynb #e2addfbf
+# %% ../nbs/05_training.ipynb #603bb6e6
 _STEP_PROBE = """
 import json, resource, sys, time, torch
 from worldplay2.dit import WorldModel, FlowMatching, flow_step, model_config

@@ -6,7 +6,7 @@
 __all__ = ['VAE_PRESETS', 'VAEConfig', 'vae_config', 'conv', 'per_frame', 'MemBlock', 'TPool', 'TGrow', 'Encoder', 'Decoder',
            'CausalVAE', 'vae_loss', 'recon_metrics', 'LitVAE', 'save_vae', 'load_vae', 'fit_latent_stats', 'bench_vae']
 
-# %% ../nbs/02_vae.ipynb #a87d3ba9
+# %% ../nbs/02_vae.ipynb #efbe300b
 import json, math, time
 from dataclasses import dataclass, asdict
 from pathlib import Path
@@ -14,7 +14,7 @@ import torch, torch.nn as nn, torch.nn.functional as F
 import lightning as L
 from einops import rearrange
 
-# %% ../nbs/02_vae.ipynb #1ead54f3
+# %% ../nbs/02_vae.ipynb #239af02b
 @dataclass
 class VAEConfig:
     "A causal video autoencoder: `widths` per spatial level (after a 2×2 unshuffle), `z_ch` latent channels, `t_pools` temporal halvings."
@@ -43,7 +43,7 @@ def vae_config(preset: str, **kw) -> VAEConfig:
     if preset not in VAE_PRESETS: raise ValueError(f"unknown preset '{preset}'; known: {list(VAE_PRESETS)}")
     return VAEConfig(**{**asdict(VAE_PRESETS[preset]), **kw})
 
-# %% ../nbs/02_vae.ipynb #7a160929
+# %% ../nbs/02_vae.ipynb #d1ef8dc3
 def conv(i, o, stride=1): return nn.Conv2d(i, o, 3, stride, 1)
 
 def per_frame(f, h):
@@ -61,7 +61,7 @@ class MemBlock(nn.Module):
         past = torch.cat([torch.zeros_like(h[:, :1]) if prev is None else prev, h[:, :-1]], 1)
         return F.relu(h + per_frame(self.f, torch.cat([h, past], 2))), h[:, -1:]
 
-# %% ../nbs/02_vae.ipynb #435bab35
+# %% ../nbs/02_vae.ipynb #ae6bd60b
 class TPool(nn.Module):
     "Halve time: stack pairs of frames on channels, mix with a 1×1 conv. (B, T, C, H, W) -> (B, T/2, C, H, W)."
     def __init__(self, c):
@@ -76,7 +76,7 @@ class TGrow(nn.Module):
     def forward(self, h):
         return rearrange(per_frame(self.f, h), 'b t (two c) h w -> b (t two) c h w', two=2)
 
-# %% ../nbs/02_vae.ipynb #7cc41858
+# %% ../nbs/02_vae.ipynb #fc5696d8
 class Encoder(nn.Module):
     "Frames (B, T, 3, H, W), T a multiple of t_factor -> moments (B, T/t_factor, 2·z_ch, H/s, W/s), and the state."
     def __init__(self, c: VAEConfig):
@@ -97,7 +97,7 @@ class Encoder(nn.Module):
             h = pool(h)
         return per_frame(self.head, h), new
 
-# %% ../nbs/02_vae.ipynb #d27dd22d
+# %% ../nbs/02_vae.ipynb #11fbadd9
 class Decoder(nn.Module):
     "Latents (B, n, z_ch, h, w) -> frames (B, n·t_factor, 3, H, W), and the state."
     def __init__(self, c: VAEConfig):
@@ -118,7 +118,7 @@ class Decoder(nn.Module):
             if i < len(self.ups): h = per_frame(lambda v: F.relu(self.ups[i](F.interpolate(v, scale_factor=2, mode='nearest'))), h)
         return per_frame(lambda v: F.pixel_shuffle(self.head(v), 2), h), new
 
-# %% ../nbs/02_vae.ipynb #d4743af4
+# %% ../nbs/02_vae.ipynb #ccd2ee42
 class CausalVAE(nn.Module):
     "Causal video VAE. `encode`/`decode` stream: pass the returned state back in with the next chunk."
     def __init__(self, config: VAEConfig):
@@ -148,7 +148,7 @@ class CausalVAE(nn.Module):
     def normalize(self, z): return (z - self.z_mean[:, None, None])/self.z_std[:, None, None]
     def denormalize(self, z): return z*self.z_std[:, None, None] + self.z_mean[:, None, None]
 
-# %% ../nbs/02_vae.ipynb #7f76b819
+# %% ../nbs/02_vae.ipynb #e8dc2794
 def vae_loss(x, rec, mu, logvar, kl_weight):
     "MSE + 0.1·L1 reconstruction (per pixel) + kl_weight·KL (per latent element); returns (loss, parts)."
     mse, l1 = F.mse_loss(rec, x), F.l1_loss(rec, x)
@@ -161,7 +161,7 @@ def recon_metrics(x, rec):
     a, b = ((rec.clamp(-1, 1) + 1)/2).flatten(0, 1), ((x + 1)/2).flatten(0, 1)
     return dict(psnr=float(peak_signal_noise_ratio(a, b, data_range=1.0)), ssim=float(structural_similarity_index_measure(a, b, data_range=1.0)))
 
-# %% ../nbs/02_vae.ipynb #ca933b49
+# %% ../nbs/02_vae.ipynb #1e4aca16
 class LitVAE(L.LightningModule):
     "Lightning wrapper that trains a `CausalVAE` on batches of clips (`batch['frames']`, (B, T, 3, H, W))."
     def __init__(self, vae: CausalVAE, lr: float = None, max_steps: int = None):
@@ -187,7 +187,7 @@ class LitVAE(L.LightningModule):
         sched = torch.optim.lr_scheduler.OneCycleLR(opt, self.lr, total_steps=self.max_steps, pct_start=.05)
         return dict(optimizer=opt, lr_scheduler=dict(scheduler=sched, interval='step'))
 
-# %% ../nbs/02_vae.ipynb #2e31af4c
+# %% ../nbs/02_vae.ipynb #ca5d4aaf
 def save_vae(vae: CausalVAE, path, dtype=torch.float32):
     "Write `vae` to the folder `path`: config.json and model.safetensors (weights cast to `dtype`)."
     from safetensors.torch import save_file
@@ -219,7 +219,7 @@ def fit_latent_stats(vae: CausalVAE, loader, batches: int = 20):
     vae.z_mean.copy_(z.mean(1)); vae.z_std.copy_(z.std(1).clamp_min(1e-4))
     return vae
 
-# %% ../nbs/02_vae.ipynb #b8a6aa0c
+# %% ../nbs/02_vae.ipynb #f0f250cd
 @torch.no_grad()
 def bench_vae(vae: CausalVAE, episodes, clip: int = 17, max_clips: int = 16) -> dict:
     "Streaming encode/decode frames per second (batch 1) and PSNR/SSIM over clips of `clip` frames from `episodes`."
