@@ -5,9 +5,9 @@
 # %% auto #0
 __all__ = ['FORMAT_VERSION', 'CAPTION_FIELDS', 'check_caption', 'write_json_atomic', 'write_episode', 'write_mp4',
            'write_recorded', 'read_episode', 'episode_seed', 'episode_name', 'generate', 'list_episodes', 'samples_dir',
-           'make_samples', 'split_of', 'split_episodes', 'EpisodeDataset', 'WorldDataModule']
+           'make_samples', 'split_of', 'split_episodes', 'event_at', 'EpisodeDataset', 'WorldDataModule']
 
-# %% ../nbs/01_data.ipynb #d0f116fd
+# %% ../nbs/01_data.ipynb #c33f2dc9
 import csv, json, math, os, shutil, tempfile, zipfile, zlib
 from functools import lru_cache
 from pathlib import Path
@@ -17,7 +17,7 @@ import lightning as L
 from .world import FPS, check_actions, ACTION_FIELDS
 from .episodes import Episode, EPISODE_KINDS, make_episode
 
-# %% ../nbs/01_data.ipynb #b682a503
+# %% ../nbs/01_data.ipynb #ce322269
 FORMAT_VERSION = 1
 CAPTION_FIELDS = ('scene', 'character', 'UI', 'dynamic_interactions')
 
@@ -39,7 +39,7 @@ def check_caption(c, where='caption'):
         if not isinstance(w['event'], str): raise ValueError(f"{f}.event' must be a string")
     return c
 
-# %% ../nbs/01_data.ipynb #6d521e99
+# %% ../nbs/01_data.ipynb #1c1a67d4
 def _umask():
     m = os.umask(0); os.umask(m); return m
 
@@ -75,7 +75,7 @@ def write_json_atomic(path, obj):
         if os.path.exists(tmp): os.remove(tmp)
         raise
 
-# %% ../nbs/01_data.ipynb #62ea0446
+# %% ../nbs/01_data.ipynb #a79365f0
 def write_episode(ep: Episode, path, overwrite=False) -> Path:
     "Write `ep` to the folder `path` atomically (frames.npz, track.npz, caption.json, meta.json)."
     check_caption(ep.caption, f"{path}: caption")
@@ -89,7 +89,7 @@ def write_episode(ep: Episode, path, overwrite=False) -> Path:
         (tmp/'meta.json').write_text(json.dumps(dict(ep.meta, format=FORMAT_VERSION, n_frames=len(ep)), indent=1))
     return _atomic_dir(path, fill, overwrite)
 
-# %% ../nbs/01_data.ipynb #89614a34
+# %% ../nbs/01_data.ipynb #188bea89
 def write_mp4(frames, path, fps: int = FPS, crf: int = 12):
     "Encode uint8 frames (T, H, W, 3) to an H.264 mp4 at `path`, atomically."
     import imageio_ffmpeg
@@ -121,7 +121,7 @@ def write_recorded(frames, actions, caption, path, fps: int = FPS, overwrite=Fal
         (tmp/'meta.json').write_text(json.dumps(dict(format=FORMAT_VERSION, kind='recorded', fps=fps, res=frames.shape[1], n_frames=len(frames)), indent=1))
     return _atomic_dir(path, fill, overwrite)
 
-# %% ../nbs/01_data.ipynb #7b78541b
+# %% ../nbs/01_data.ipynb #a5863db5
 def _load_npz(path, keys):
     "Load `keys` from an npz file; a missing, corrupt or truncated file raises `ValueError` naming it."
     try:
@@ -144,7 +144,7 @@ def _read_csv_actions(path):
     except ValueError as e: raise ValueError(f"{path}: {e}") from None
     return check_actions(a.reshape(-1, 6) if a.size else a.reshape(0, 6), str(path))
 
-# %% ../nbs/01_data.ipynb #85246a5b
+# %% ../nbs/01_data.ipynb #76cfbebb
 def _read_video(path):
     "All frames of an mp4 as uint8 (T, H, W, 3)."
     import imageio_ffmpeg
@@ -180,7 +180,7 @@ def read_episode(path, depth: bool = False) -> Episode:
     if len(frames) != len(actions): raise ValueError(f"{path}: {len(frames)} frames but {len(actions)} actions")
     return Episode(frames, actions.astype(np.float32), poses, cameras, state, caption, meta, dep)
 
-# %% ../nbs/01_data.ipynb #2228d018
+# %% ../nbs/01_data.ipynb #0df9248f
 def episode_seed(seed: int, kind: str, index: int) -> int:
     "The seed of episode `index` of `kind` in a dataset generated with `seed`."
     return int(np.random.SeedSequence([seed, EPISODE_KINDS.index(kind), index]).generate_state(1)[0] & 0x7FFFFFFF)
@@ -195,7 +195,7 @@ def _make_one(job):
     write_episode(ep, Path(out)/episode_name(kind, seed, i), overwrite=True)
     return episode_name(kind, seed, i)
 
-# %% ../nbs/01_data.ipynb #d038c770
+# %% ../nbs/01_data.ipynb #4363f7a4
 def generate(out, episodes: int, kind: str = 'navigation', seconds: float = 10.0, res: int = 64, seed: int = 0,
              workers: int = 1, depth: bool = False, progress: bool = True) -> list:
     "Generate `episodes` episodes of `kind` into `out` with `workers` processes; skips finished ones. Returns the episode folders."
@@ -222,7 +222,7 @@ def list_episodes(root) -> list:
     "Episode folders under `root` (those with a caption.json), sorted by name."
     return sorted(p for p in Path(root).iterdir() if p.is_dir() and '.tmp-' not in p.name and (p/'caption.json').exists())
 
-# %% ../nbs/01_data.ipynb #069f4e6d
+# %% ../nbs/01_data.ipynb #56868551
 def samples_dir() -> Path:
     "The `data_samples` folder: inside the installed package, or at the top of a source checkout."
     import worldplay2
@@ -241,7 +241,7 @@ def make_samples(out=None, seconds: float = 6.0, res: int = 64, per_kind: int = 
     write_json_atomic(out/'dataset.json', dict(format=FORMAT_VERSION, episodes=[p.name for p in list_episodes(out)]))
     return out
 
-# %% ../nbs/01_data.ipynb #788840eb
+# %% ../nbs/01_data.ipynb #4ad2efc7
 def split_of(name: str, val_fraction: float = 0.1) -> str:
     "'val' or 'train' for an episode name: a stable hash, independent of the other episodes."
     return 'val' if zlib.crc32(name.encode())/2**32 < val_fraction else 'train'
@@ -253,7 +253,11 @@ def split_episodes(paths, val_fraction: float = 0.1):
     if not val and len(paths) > 1 and val_fraction > 0: val = [min(paths, key=lambda p: zlib.crc32(Path(p).name.encode()))]
     return [p for p in paths if p not in val], val
 
-# %% ../nbs/01_data.ipynb #ccba69a7
+# %% ../nbs/01_data.ipynb #00be317a
+def event_at(caption: dict, t: float) -> str:
+    "The event text of the caption window that contains time `t` (seconds); 'No event.' outside every window."
+    return next((w['event'] for w in caption['dynamic_interactions'] if w['start_time'] <= t < w['end_time']), 'No event.')
+
 class EpisodeDataset(torch.utils.data.Dataset):
     "(history, target clip) windows over episode folders. Items: frames (L, 3, H, W) in [-1, 1], actions (L, 6), poses, captions."
     def __init__(self, paths, history: int = 16, clip: int = 17, stride: int = 8, cache: int = 4):
@@ -273,13 +277,12 @@ class EpisodeDataset(torch.utils.data.Dataset):
         ep = self._read(self.paths[i])
         sl = slice(s, s + self.length)
         frames = torch.from_numpy(ep.frames[sl]).permute(0, 3, 1, 2).float()/127.5 - 1   # (L, 3, H, W)
-        t_clip = (s + self.history)/ep.meta.get('fps', FPS)
-        event = next((w['event'] for w in ep.caption['dynamic_interactions'] if w['start_time'] <= t_clip < w['end_time']), 'No event.')
+        event = event_at(ep.caption, (s + self.history)/ep.meta.get('fps', FPS))
         return dict(frames=frames, actions=torch.from_numpy(ep.actions[sl]), poses=torch.from_numpy(ep.poses[sl]).float(),
                     n_history=self.history, scene=ep.caption['scene'], character=ep.caption['character'] or '', event=event,
                     episode=self.paths[i].name, start=s)
 
-# %% ../nbs/01_data.ipynb #9478323d
+# %% ../nbs/01_data.ipynb #c1b12ffb
 class WorldDataModule(L.LightningDataModule):
     "Train/val (history, clip) windows from the episodes under `roots`, split by episode; `cache` decoded episodes stay in memory."
     def __init__(self, roots, history: int = 16, clip: int = 17, stride: int = 8, batch_size: int = 8,

@@ -6,18 +6,18 @@
 __all__ = ['VAE_TRAIN', 'BASE_TRAIN', 'check_data', 'make_trainer', 'train_vae', 'encode_latents', 'LatentDataset', 'LitWorld',
            'save_world', 'load_world', 'train_base', 'bench_train_step']
 
-# %% ../nbs/05_training.ipynb #ed6742fb
+# %% ../nbs/05_training.ipynb #2b1471b5
 import json, math, os, time
 from dataclasses import asdict
 from pathlib import Path
 import torch
 import lightning as L
 import numpy as np
-from .data import WorldDataModule, list_episodes, write_json_atomic, read_episode, split_episodes, _atomic_dir, _load_json
-from .vae import CausalVAE, LitVAE, vae_config, save_vae, load_vae, fit_latent_stats, bench_vae
+from .data import WorldDataModule, list_episodes, write_json_atomic, read_episode, split_episodes, event_at, _atomic_dir, _load_json
+from .vae import CausalVAE, LitVAE, vae_config, save_vae, load_vae, save_weights, load_weights, fit_latent_stats, bench_vae
 from .dit import WorldModel, FlowMatching, flow_step, model_config
 
-# %% ../nbs/05_training.ipynb #37936086
+# %% ../nbs/05_training.ipynb #d9ecfa62
 def check_data(roots, res: int):
     "All episodes under `roots` at `res` pixels; raises a clear error otherwise. Returns the episode count."
     roots = [roots] if isinstance(roots, (str, Path)) else list(roots)
@@ -47,7 +47,7 @@ def _resume_path(out: Path):
     p = out/'checkpoints'/'last.ckpt'
     return str(p) if p.exists() else None
 
-# %% ../nbs/05_training.ipynb #e1a6b004
+# %% ../nbs/05_training.ipynb #c47345c3
 VAE_TRAIN = dict(tiny=dict(max_steps=300, batch_size=8), small=dict(max_steps=3000, batch_size=4), base=dict(max_steps=100_000, batch_size=16))
 
 def train_vae(data, out, preset: str = 'small', max_steps: int = None, batch_size: int = None, devices=1, strategy='auto',
@@ -71,7 +71,7 @@ def train_vae(data, out, preset: str = 'small', max_steps: int = None, batch_siz
     write_json_atomic(out/'metrics.json', metrics)
     return metrics
 
-# %% ../nbs/05_training.ipynb #6ee65db1
+# %% ../nbs/05_training.ipynb #d6e3ef8b
 @torch.no_grad()
 def encode_latents(vae: CausalVAE, roots, out, progress: bool = True) -> list:
     "Encode every episode under `roots` into `out/<episode>/latents.npz` (normalised z, float16) with its caption, meta and actions. Skips done ones."
@@ -94,7 +94,7 @@ def encode_latents(vae: CausalVAE, roots, out, progress: bool = True) -> list:
         done.append(dst)
     return done
 
-# %% ../nbs/05_training.ipynb #1a9e03eb
+# %% ../nbs/05_training.ipynb #ad93c69d
 class LatentDataset(torch.utils.data.Dataset):
     "Windows of `n_latents` consecutive latents with 4 action frames per latent and the caption fields at the window's time."
     def __init__(self, paths, n_latents: int = 5, stride: int = 2, t_factor: int = 4):
@@ -114,11 +114,10 @@ class LatentDataset(torch.utils.data.Dataset):
         else: acts = a[1 + tf*(j - 1):1 + tf*(j - 1 + self.n)]
         t = (0 if j == 0 else 1 + tf*(j - 1))/self.fps[i]
         cap = self.caps[i]
-        event = next((w['event'] for w in cap['dynamic_interactions'] if w['start_time'] <= t < w['end_time']), 'No event.')
         return dict(z=torch.from_numpy(d['z'][j:j + self.n].astype(np.float32)), actions=torch.from_numpy(acts.astype(np.float32)),
-                    scene=cap['scene'], character=cap['character'] or '', event=event, stream_start=j == 0)
+                    scene=cap['scene'], character=cap['character'] or '', event=event_at(cap, t), stream_start=j == 0)
 
-# %% ../nbs/05_training.ipynb #a65d486d
+# %% ../nbs/05_training.ipynb #5b29165f
 class LitWorld(L.LightningModule):
     "Flow-matching training of a `WorldModel` on latent windows (stages 1–2)."
     def __init__(self, model: WorldModel, lr: float = 3e-4, max_steps: int = None, warmup: int = 200):
@@ -142,32 +141,21 @@ class LitWorld(L.LightningModule):
         f = lambda s: min(1.0, (s + 1)/self.warmup)*(0.5*(1 + math.cos(math.pi*min(s, total)/total)) if self.max_steps else 1.0)
         return dict(optimizer=opt, lr_scheduler=dict(scheduler=torch.optim.lr_scheduler.LambdaLR(opt, f), interval='step'))
 
-# %% ../nbs/05_training.ipynb #d6e4beac
+# %% ../nbs/05_training.ipynb #2f7d31f2
 def save_world(model: WorldModel, path, dtype=torch.float32):
     "Write a `WorldModel` to the folder `path`: config.json and model.safetensors."
-    from safetensors.torch import save_file
-    path = Path(path); path.mkdir(parents=True, exist_ok=True)
     c = model.config
-    cfg = dict(model='WorldModel', vae=asdict(c.vae), dit=asdict(c.dit), control=asdict(c.control))
-    tmp = path/'model.safetensors.tmp'
-    save_file({k: v.detach().to(dtype).contiguous() for k, v in model.state_dict().items()}, str(tmp)); tmp.replace(path/'model.safetensors')
-    (path/'config.json').write_text(json.dumps(cfg, indent=1, default=list))
-    return path
+    return save_weights(model, path, dict(model='WorldModel', vae=asdict(c.vae), dit=asdict(c.dit), control=asdict(c.control)), dtype)
 
 def load_world(path) -> WorldModel:
     "Load a `WorldModel` written by `save_world` (float32, eval mode)."
-    from safetensors.torch import load_file
     from worldplay2.vae import VAEConfig
     from worldplay2.dit import DiTConfig, ModelConfig
     from worldplay2.controls import ControlConfig
-    path = Path(path)
-    cfg = _load_json(path/'config.json')
-    if cfg.get('model') != 'WorldModel': raise ValueError(f"{path}: not a WorldModel checkpoint")
-    vc = cfg['vae']; vc['widths'] = tuple(vc['widths'])
+    cfg, sd = load_weights(path, 'WorldModel')
+    vc = dict(cfg['vae'], widths=tuple(cfg['vae']['widths']))
     model = WorldModel(ModelConfig(VAEConfig(**vc), DiTConfig(**cfg['dit']), ControlConfig(**cfg['control'])))
-    try: sd = load_file(str(path/'model.safetensors'))
-    except Exception as e: raise ValueError(f"{path/'model.safetensors'}: unreadable ({e})") from None
-    model.load_state_dict({k: v.float() for k, v in sd.items()})
+    model.load_state_dict(sd)
     return model.eval()
 
 BASE_TRAIN = dict(tiny=dict(max_steps=200, batch_size=8, lr=1e-3), small=dict(max_steps=4000, batch_size=8, lr=3e-4),
@@ -200,7 +188,7 @@ def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_si
     write_json_atomic(out/'metrics.json', metrics)
     return metrics
 
-# %% ../nbs/05_training.ipynb #603bb6e6
+# %% ../nbs/05_training.ipynb #12fabca1
 _STEP_PROBE = """
 import json, resource, sys, time, torch
 from worldplay2.dit import WorldModel, FlowMatching, flow_step, model_config

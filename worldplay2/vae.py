@@ -4,9 +4,10 @@
 
 # %% auto #0
 __all__ = ['VAE_PRESETS', 'VAEConfig', 'vae_config', 'conv', 'per_frame', 'MemBlock', 'TPool', 'TGrow', 'Encoder', 'Decoder',
-           'CausalVAE', 'vae_loss', 'recon_metrics', 'LitVAE', 'save_vae', 'load_vae', 'fit_latent_stats', 'bench_vae']
+           'CausalVAE', 'vae_loss', 'recon_metrics', 'LitVAE', 'save_weights', 'load_weights', 'save_vae', 'load_vae',
+           'fit_latent_stats', 'bench_vae']
 
-# %% ../nbs/02_vae.ipynb #efbe300b
+# %% ../nbs/02_vae.ipynb #61b195c8
 import json, math, time
 from dataclasses import dataclass, asdict
 from pathlib import Path
@@ -14,7 +15,7 @@ import torch, torch.nn as nn, torch.nn.functional as F
 import lightning as L
 from einops import rearrange
 
-# %% ../nbs/02_vae.ipynb #239af02b
+# %% ../nbs/02_vae.ipynb #508a2ce4
 @dataclass
 class VAEConfig:
     "A causal video autoencoder: `widths` per spatial level (after a 2×2 unshuffle), `z_ch` latent channels, `t_pools` temporal halvings."
@@ -43,7 +44,7 @@ def vae_config(preset: str, **kw) -> VAEConfig:
     if preset not in VAE_PRESETS: raise ValueError(f"unknown preset '{preset}'; known: {list(VAE_PRESETS)}")
     return VAEConfig(**{**asdict(VAE_PRESETS[preset]), **kw})
 
-# %% ../nbs/02_vae.ipynb #d1ef8dc3
+# %% ../nbs/02_vae.ipynb #1894550b
 def conv(i, o, stride=1): return nn.Conv2d(i, o, 3, stride, 1)
 
 def per_frame(f, h):
@@ -61,7 +62,7 @@ class MemBlock(nn.Module):
         past = torch.cat([torch.zeros_like(h[:, :1]) if prev is None else prev, h[:, :-1]], 1)
         return F.relu(h + per_frame(self.f, torch.cat([h, past], 2))), h[:, -1:]
 
-# %% ../nbs/02_vae.ipynb #ae6bd60b
+# %% ../nbs/02_vae.ipynb #c864bf8b
 class TPool(nn.Module):
     "Halve time: stack pairs of frames on channels, mix with a 1×1 conv. (B, T, C, H, W) -> (B, T/2, C, H, W)."
     def __init__(self, c):
@@ -76,7 +77,7 @@ class TGrow(nn.Module):
     def forward(self, h):
         return rearrange(per_frame(self.f, h), 'b t (two c) h w -> b (t two) c h w', two=2)
 
-# %% ../nbs/02_vae.ipynb #fc5696d8
+# %% ../nbs/02_vae.ipynb #ca4165b5
 class Encoder(nn.Module):
     "Frames (B, T, 3, H, W), T a multiple of t_factor -> moments (B, T/t_factor, 2·z_ch, H/s, W/s), and the state."
     def __init__(self, c: VAEConfig):
@@ -97,7 +98,7 @@ class Encoder(nn.Module):
             h = pool(h)
         return per_frame(self.head, h), new
 
-# %% ../nbs/02_vae.ipynb #11fbadd9
+# %% ../nbs/02_vae.ipynb #4aad81da
 class Decoder(nn.Module):
     "Latents (B, n, z_ch, h, w) -> frames (B, n·t_factor, 3, H, W), and the state."
     def __init__(self, c: VAEConfig):
@@ -118,7 +119,7 @@ class Decoder(nn.Module):
             if i < len(self.ups): h = per_frame(lambda v: F.relu(self.ups[i](F.interpolate(v, scale_factor=2, mode='nearest'))), h)
         return per_frame(lambda v: F.pixel_shuffle(self.head(v), 2), h), new
 
-# %% ../nbs/02_vae.ipynb #ccd2ee42
+# %% ../nbs/02_vae.ipynb #9200107e
 class CausalVAE(nn.Module):
     "Causal video VAE. `encode`/`decode` stream: pass the returned state back in with the next chunk."
     def __init__(self, config: VAEConfig):
@@ -148,7 +149,7 @@ class CausalVAE(nn.Module):
     def normalize(self, z): return (z - self.z_mean[:, None, None])/self.z_std[:, None, None]
     def denormalize(self, z): return z*self.z_std[:, None, None] + self.z_mean[:, None, None]
 
-# %% ../nbs/02_vae.ipynb #e8dc2794
+# %% ../nbs/02_vae.ipynb #f97f357d
 def vae_loss(x, rec, mu, logvar, kl_weight):
     "MSE + 0.1·L1 reconstruction (per pixel) + kl_weight·KL (per latent element); returns (loss, parts)."
     mse, l1 = F.mse_loss(rec, x), F.l1_loss(rec, x)
@@ -161,7 +162,7 @@ def recon_metrics(x, rec):
     a, b = ((rec.clamp(-1, 1) + 1)/2).flatten(0, 1), ((x + 1)/2).flatten(0, 1)
     return dict(psnr=float(peak_signal_noise_ratio(a, b, data_range=1.0)), ssim=float(structural_similarity_index_measure(a, b, data_range=1.0)))
 
-# %% ../nbs/02_vae.ipynb #1e4aca16
+# %% ../nbs/02_vae.ipynb #fd01118e
 class LitVAE(L.LightningModule):
     "Lightning wrapper that trains a `CausalVAE` on batches of clips (`batch['frames']`, (B, T, 3, H, W))."
     def __init__(self, vae: CausalVAE, lr: float = None, max_steps: int = None):
@@ -187,28 +188,36 @@ class LitVAE(L.LightningModule):
         sched = torch.optim.lr_scheduler.OneCycleLR(opt, self.lr, total_steps=self.max_steps, pct_start=.05)
         return dict(optimizer=opt, lr_scheduler=dict(scheduler=sched, interval='step'))
 
-# %% ../nbs/02_vae.ipynb #ca5d4aaf
-def save_vae(vae: CausalVAE, path, dtype=torch.float32):
-    "Write `vae` to the folder `path`: config.json and model.safetensors (weights cast to `dtype`)."
+# %% ../nbs/02_vae.ipynb #7cc4c6b4
+def save_weights(model: nn.Module, path, config: dict, dtype=torch.float32):
+    "Write `model` to the folder `path`: config.json (`config`) and model.safetensors (weights cast to `dtype`), each atomically."
     from safetensors.torch import save_file
     path = Path(path); path.mkdir(parents=True, exist_ok=True)
-    cfg = asdict(vae.config); cfg['widths'] = list(cfg['widths'])
-    sd = {k: v.detach().to(dtype).contiguous() for k, v in vae.state_dict().items()}
-    tmp = path/'model.safetensors.tmp'; save_file(sd, str(tmp)); tmp.replace(path/'model.safetensors')
-    (path/'config.json').write_text(json.dumps(dict(model='CausalVAE', **cfg), indent=1))
+    tmp = path/'model.safetensors.tmp'
+    save_file({k: v.detach().to(dtype).contiguous() for k, v in model.state_dict().items()}, str(tmp)); tmp.replace(path/'model.safetensors')
+    tmp = path/'config.json.tmp'; tmp.write_text(json.dumps(config, indent=1, default=list)); tmp.replace(path/'config.json')
     return path
 
-def load_vae(path) -> CausalVAE:
-    "Load a VAE saved by `save_vae` (weights as float32)."
+def load_weights(path, model_name: str):
+    "The config dict (without its `model` key) and float32 weights of a folder written by `save_weights` for `model_name`."
     from safetensors.torch import load_file
     path = Path(path)
     try: cfg = json.loads((path/'config.json').read_text())
     except (FileNotFoundError, json.JSONDecodeError) as e: raise ValueError(f"{path/'config.json'}: {e}") from None
-    if cfg.pop('model', None) != 'CausalVAE': raise ValueError(f"{path}: not a CausalVAE checkpoint")
-    vae = CausalVAE(VAEConfig(**{**cfg, 'widths': tuple(cfg['widths'])}))
+    if cfg.pop('model', None) != model_name: raise ValueError(f"{path}: not a {model_name} checkpoint")
     try: sd = load_file(str(path/'model.safetensors'))
     except Exception as e: raise ValueError(f"{path/'model.safetensors'}: unreadable ({e})") from None
-    vae.load_state_dict({k: v.float() for k, v in sd.items()})
+    return cfg, {k: v.float() for k, v in sd.items()}
+
+def save_vae(vae: CausalVAE, path, dtype=torch.float32):
+    "Write `vae` to the folder `path`: config.json and model.safetensors."
+    return save_weights(vae, path, dict(model='CausalVAE', **asdict(vae.config)), dtype)
+
+def load_vae(path) -> CausalVAE:
+    "Load a VAE saved by `save_vae` (weights as float32)."
+    cfg, sd = load_weights(path, 'CausalVAE')
+    vae = CausalVAE(VAEConfig(**{**cfg, 'widths': tuple(cfg['widths'])}))
+    vae.load_state_dict(sd)
     return vae.eval()
 
 @torch.no_grad()
@@ -219,7 +228,7 @@ def fit_latent_stats(vae: CausalVAE, loader, batches: int = 20):
     vae.z_mean.copy_(z.mean(1)); vae.z_std.copy_(z.std(1).clamp_min(1e-4))
     return vae
 
-# %% ../nbs/02_vae.ipynb #f0f250cd
+# %% ../nbs/02_vae.ipynb #f44e3185
 @torch.no_grad()
 def bench_vae(vae: CausalVAE, episodes, clip: int = 17, max_clips: int = 16) -> dict:
     "Streaming encode/decode frames per second (batch 1) and PSNR/SSIM over clips of `clip` frames from `episodes`."
