@@ -48,3 +48,19 @@ def test_preview(tmp_path):
     rep = json.loads(r.stdout)
     for kind in ('navigation', 'loop', 'event'): assert Path(rep[kind]['mp4']).stat().st_size > 1000
     assert Path(rep['contact_sheet']).stat().st_size > 1000
+
+def test_shipped_small_vae_bench_and_eval_defaults():
+    "With no --checkpoint, `bench vae` uses the shipped small VAE on the shipped samples (re-rendered at 128x128); `eval control` names what is missing."
+    r = run('bench', 'vae', '--json', '--clips', '4')
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert {'encode_fps', 'decode_fps', 'psnr', 'ssim'} <= set(out) and out['res'] == 128 and out['clips'] == 4
+    assert out['psnr'] > 22 and out['decode_fps'] > 0          # a guard: broken weights reconstruct at ~10 dB
+    r = run('eval', 'control', '--json', '--clips', '2', '--steps', '10')
+    assert r.returncode == 2 and "no shipped model 'small-base'" in r.stderr and 'Traceback' not in r.stderr
+
+def test_eval_control_bad_arguments(tmp_path):
+    r = run('eval', 'control', '--vae', str(tmp_path))
+    assert r.returncode != 0 and 'pass both --checkpoint' in r.stderr and 'Traceback' not in r.stderr
+    r = run('eval', 'control', '--checkpoint', str(tmp_path), '--vae', str(tmp_path))
+    assert r.returncode != 0 and 'config.json' in r.stderr and 'Traceback' not in r.stderr

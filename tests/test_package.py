@@ -35,11 +35,14 @@ def _wheel(tmp_path):
 
 def test_wheel_contents(tmp_path):
     "The wheel carries the modules, the console script and every sample file."
-    names = zipfile.ZipFile(_wheel(tmp_path)).namelist()
+    z = zipfile.ZipFile(_wheel(tmp_path)); names = z.namelist()
     samples = [p.relative_to(ROOT).as_posix() for p in (ROOT/'data_samples').rglob('*') if p.is_file()]
     assert samples and all(f"worldplay2/{s}" in names for s in samples)
     assert {'worldplay2/world.py', 'worldplay2/data.py', 'worldplay2/cli.py'} <= set(names)
     assert any(n.endswith('entry_points.txt') for n in names)
+    shipped = [p.relative_to(ROOT).as_posix() for p in (ROOT/'worldplay2'/'pretrained').rglob('*') if p.is_file()]
+    assert len(shipped) >= 4 and all(s in names for s in shipped)       # small-vae: config, weights, metrics, curve
+    assert sum(i.file_size for i in z.infolist()) < 100*2**20
 
 @pytest.mark.slow
 def test_wheel_installs_in_fresh_venv(tmp_path):
@@ -51,7 +54,9 @@ def test_wheel_installs_in_fresh_venv(tmp_path):
         r = subprocess.run([py, '-m', 'pip', 'install', '-q', *args], capture_output=True, text=True, timeout=1200)
         assert r.returncode == 0, r.stderr[-2000:]
     code = ("from worldplay2.data import samples_dir, list_episodes, read_episode; d = samples_dir(); "
-            "assert 'site-packages' in str(d), d; eps = list_episodes(d); [read_episode(e) for e in eps]; print(len(eps))")
+            "assert 'site-packages' in str(d), d; eps = list_episodes(d); [read_episode(e) for e in eps]; "
+            "from worldplay2.train import pretrained; from worldplay2.vae import load_vae; "
+            "assert 'site-packages' in str(pretrained('small-vae')); load_vae(pretrained('small-vae')); print(len(eps))")
     r = subprocess.run([py, '-c', code], capture_output=True, text=True, timeout=300, cwd=str(tmp_path))
     assert r.returncode == 0, r.stderr[-2000:]
     assert int(r.stdout.strip()) >= 7

@@ -6,11 +6,11 @@
 __all__ = ['cmd_preview', 'cmd_data_generate', 'cmd_data_samples', 'one_core', 'cmd_bench_world', 'cmd_train', 'cmd_bench_vae',
            'cmd_bench_train', 'cmd_eval_control', 'parser', 'main']
 
-# %% ../nbs/90_cli.ipynb #c48cf2e4
+# %% ../nbs/90_cli.ipynb #24652be3
 import argparse, json, os, sys, time
 from pathlib import Path
 
-# %% ../nbs/90_cli.ipynb #ccf397a3
+# %% ../nbs/90_cli.ipynb #92700f5d
 def cmd_preview(a):
     "Render one episode of each kind at `a.res`: `<kind>.mp4` per kind and `preview.png`, a contact sheet of all three."
     import numpy as np
@@ -34,7 +34,7 @@ def cmd_preview(a):
     print(json.dumps(report, indent=1))
     return report
 
-# %% ../nbs/90_cli.ipynb #a678d037
+# %% ../nbs/90_cli.ipynb #a97a9372
 def cmd_data_generate(a):
     "Generate a dataset of episodes."
     from worldplay2.data import generate
@@ -46,7 +46,7 @@ def cmd_data_samples(a):
     from worldplay2.data import make_samples
     print(f"samples in {make_samples(a.out)}")
 
-# %% ../nbs/90_cli.ipynb #29629e62
+# %% ../nbs/90_cli.ipynb #84b8c91b
 def one_core():
     "Pin this process to one CPU core (where the OS allows) and one thread; returns the core."
     import torch
@@ -63,7 +63,7 @@ def cmd_bench_world(a):
     print(json.dumps(res) if a.json else '\n'.join(f"{r}x{r}: {f} frames/s" for r, f in res['fps'].items()))
     return res
 
-# %% ../nbs/90_cli.ipynb #4a204087
+# %% ../nbs/90_cli.ipynb #58852858
 def cmd_train(a):
     "Train one stage."
     from worldplay2.train import train_vae, train_base
@@ -78,16 +78,16 @@ def cmd_train(a):
 def cmd_bench_vae(a):
     "VAE encode/decode frames per second and reconstruction quality on held-out episodes."
     from worldplay2.vae import load_vae, bench_vae
+    from worldplay2.train import pretrained
     from worldplay2.data import list_episodes, split_episodes, samples_dir
-    if a.checkpoint is None: raise ValueError("no trained VAE given: pass --checkpoint DIR (the vae/ folder that `worldplay2 train vae` writes)")
     one_core() if a.one_core else None
     eps = [p for p in list_episodes(a.data or samples_dir()) if (p/'frames.npz').exists()]
     held_out = split_episodes(eps)[1] if a.data else eps
-    res = bench_vae(load_vae(a.checkpoint), held_out, max_clips=a.clips)
+    res = bench_vae(load_vae(a.checkpoint or pretrained('small-vae')), held_out, max_clips=a.clips)
     print(json.dumps(res) if a.json else res)
     return res
 
-# %% ../nbs/90_cli.ipynb #b8ec47ac
+# %% ../nbs/90_cli.ipynb #c4c3533b
 def cmd_bench_train(a):
     "Training-step time and peak memory of the base model by clip length."
     from worldplay2.train import bench_train_step
@@ -95,26 +95,29 @@ def cmd_bench_train(a):
     print(json.dumps(res) if a.json else res)
     return res
 
-# %% ../nbs/90_cli.ipynb #6e7c2de3
+# %% ../nbs/90_cli.ipynb #c1a014cd
 def cmd_eval_control(a):
     "Control accuracy of a trained base model against the world's true renders (held-out episodes)."
-    from worldplay2.train import load_world
+    from worldplay2.train import load_world, pretrained
     from worldplay2.vae import load_vae
     from worldplay2.control_eval import eval_control, model_generator
-    from worldplay2.data import list_episodes, split_episodes
-    if a.checkpoint is None or a.vae is None: raise ValueError("pass --checkpoint DIR (model/ of `worldplay2 train base`) and --vae DIR (its vae/)")
-    eps = [p for p in list_episodes(a.data) if (p/'frames.npz').exists()]
-    held_out = split_episodes(eps)[1] or eps
-    res = eval_control(model_generator(load_world(a.checkpoint), load_vae(a.vae), a.steps, a.cfg), held_out, clip=a.clip, max_clips=a.clips)
+    from worldplay2.data import list_episodes, split_episodes, samples_dir
+    if (a.checkpoint is None) != (a.vae is None): raise ValueError("pass both --checkpoint DIR (model/ of `worldplay2 train base`) and --vae DIR (its vae/), or neither for the shipped small model")
+    model, vae = load_world(a.checkpoint or pretrained('small-base')), load_vae(a.vae or pretrained('small-vae'))
+    if model.config.vae.z_ch != vae.config.z_ch or model.config.vae.res != vae.config.res:
+        raise ValueError(f"the model was trained on {model.config.vae.res}px/{model.config.vae.z_ch}-channel latents, the VAE makes {vae.config.res}px/{vae.config.z_ch}")
+    eps = [p for p in list_episodes(a.data or samples_dir()) if (p/'frames.npz').exists()]
+    held_out = (split_episodes(eps)[1] or eps) if a.data else eps          # the samples' worlds are never trained on
+    res = eval_control(model_generator(model, vae, a.steps, a.cfg), held_out, clip=a.clip, res=vae.config.res, max_clips=a.clips)
     print(json.dumps(res) if a.json else res)
     return res
 
 def _eval_parser(sub):
     e = sub.add_parser('eval', help='evaluations (JSON with --json)').add_subparsers(dest='sub', required=True)
     c = e.add_parser('control', help='generated clips vs true renders, copy-first baseline, wrong actions, action accuracy')
-    c.add_argument('--checkpoint', default=None, help='a model/ folder written by `worldplay2 train base`')
-    c.add_argument('--vae', default=None, help='the vae/ folder it was trained with')
-    c.add_argument('--data', required=True, help='episode folder at the model resolution (its validation split is used)')
+    c.add_argument('--checkpoint', default=None, help='a model/ folder written by `worldplay2 train base` (default: the shipped small model)')
+    c.add_argument('--vae', default=None, help='the vae/ folder it was trained with (default: the shipped small VAE)')
+    c.add_argument('--data', default=None, help="episode folder (its validation split is used; true frames are re-rendered at the model's resolution); default: the shipped samples")
     c.add_argument('--clip', type=int, default=17)
     c.add_argument('--clips', type=int, default=16)
     c.add_argument('--steps', type=int, default=30)
@@ -122,7 +125,7 @@ def _eval_parser(sub):
     c.add_argument('--json', action='store_true')
     c.set_defaults(fn=cmd_eval_control)
 
-# %% ../nbs/90_cli.ipynb #e05e9500
+# %% ../nbs/90_cli.ipynb #4d3dcb6f
 def _train_parser(sub):
     t = sub.add_parser('train', help='train a curriculum stage (resumable)')
     t.add_argument('stage', choices=('vae', 'base'))
@@ -139,7 +142,7 @@ def _train_parser(sub):
     t.add_argument('--quiet', action='store_true')
     t.set_defaults(fn=cmd_train)
 
-# %% ../nbs/90_cli.ipynb #bbc6c372
+# %% ../nbs/90_cli.ipynb #f291f4ed
 def _data_parser(sub):
     d = sub.add_parser('data', help='generate and manage episode datasets').add_subparsers(dest='sub', required=True)
     g = d.add_parser('generate', help='write episodes of one kind (parallel, deterministic, resumable)')
@@ -166,7 +169,7 @@ def _bench_parser(sub):
     w.add_argument('--json', action='store_true')
     w.set_defaults(fn=cmd_bench_world)
     v = b.add_parser('vae', help='VAE encode/decode frames/s and PSNR/SSIM on held-out episodes')
-    v.add_argument('--checkpoint', default=None, help='a vae/ folder written by `worldplay2 train vae`')
+    v.add_argument('--checkpoint', default=None, help='a vae/ folder written by `worldplay2 train vae` (default: the shipped small VAE)')
     v.add_argument('--data', default=None, help='episode folder (its validation split is used); default: the shipped samples')
     v.add_argument('--clips', type=int, default=16)
     v.add_argument('--one-core', action='store_true', help='pin to one core first')
@@ -188,7 +191,7 @@ def _preview_parser(sub):
     p.add_argument('--seconds', type=float, default=6.0)
     p.set_defaults(fn=cmd_preview)
 
-# %% ../nbs/90_cli.ipynb #7163e139
+# %% ../nbs/90_cli.ipynb #6c53a76e
 def parser() -> argparse.ArgumentParser:
     "The `worldplay2` argument parser."
     from worldplay2 import __version__

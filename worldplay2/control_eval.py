@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['psnr', 'mirror_actions', 'true_render', 'eval_control', 'model_generator']
 
-# %% ../nbs/05a_control_eval.ipynb #d3cd2609
+# %% ../nbs/05a_control_eval.ipynb #165e8fa4
 import json, math
 from pathlib import Path
 import numpy as np
@@ -13,7 +13,7 @@ import torch
 from .world import AgentState, FPS
 from .data import read_episode, event_at
 
-# %% ../nbs/05a_control_eval.ipynb #6e895694
+# %% ../nbs/05a_control_eval.ipynb #42a20040
 def psnr(a, b) -> float:
     "PSNR in dB between uint8 frame stacks."
     mse = np.mean((np.asarray(a, np.float64) - np.asarray(b, np.float64))**2)
@@ -30,7 +30,7 @@ def true_render(world, start_pose, actions, t0: float, res: int):
     poses, _ = world.rollout(actions, AgentState.from_pose(start_pose), t0)
     return world.render(poses, t0 + np.arange(len(actions))/FPS, res)[0]
 
-# %% ../nbs/05a_control_eval.ipynb #d6186e99
+# %% ../nbs/05a_control_eval.ipynb #bc2dc687
 def eval_control(generate, episodes, clip: int = 17, res: int = None, max_clips: int = 16) -> dict:
     "Control metrics of `generate(first_frame uint8 (H, W, 3), actions (clip, 6), captions) -> frames uint8 (clip, H, W, 3)` on clips from synthetic `episodes`."
     rows = []
@@ -53,7 +53,7 @@ def eval_control(generate, episodes, clip: int = 17, res: int = None, max_clips:
     m = lambda k: round(float(np.mean([x[k] for x in rows])), 3)
     return dict(psnr_gt=m('gt'), psnr_copy_first=m('copy'), psnr_wrong_actions=m('wrong'), action_accuracy=round(m('right')/2, 3), clips=len(rows))
 
-# %% ../nbs/05a_control_eval.ipynb #7317470b
+# %% ../nbs/05a_control_eval.ipynb #62198bac
 def model_generator(model, vae, steps: int = 30, cfg: float = 1.0, seed: int = 0):
     "A `generate(first_frame, actions, captions)` function from a trained `WorldModel` and `CausalVAE` (the many-step Euler sampler)."
     from worldplay2.dit import EulerSampler

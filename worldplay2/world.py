@@ -10,14 +10,14 @@ __all__ = ['FPS', 'MOVE_SPEED', 'TURN_RATE', 'MAX_RATE', 'PITCH_LIMIT', 'EYE_HEI
            'make_scene', 'light_words', 'scene_caption', 'Event', 'WorldState', 'tile_pattern', 'render_frames',
            'AgentState', 'World', 'frame_strip', 'random_poses', 'bench_world']
 
-# %% ../nbs/00_world.ipynb #39128c3c
+# %% ../nbs/00_world.ipynb #2d202eea
 import math
 from dataclasses import dataclass, replace
 import time
 import numpy as np
 from fastcore.basics import patch
 
-# %% ../nbs/00_world.ipynb #3a3b5256
+# %% ../nbs/00_world.ipynb #070ba789
 FPS = 16             # video frames per second of every episode
 MOVE_SPEED = 0.25    # metres per frame for one discrete move key (4 m/s)
 TURN_RATE = 3.0      # degrees per frame for an arrow key (48 deg/s)
@@ -34,7 +34,7 @@ ACTION_FIELDS = ('pitch', 'yaw', 'forward', 'lateral', 'perspective', 'jump')
 
 def _q(v, unit): return int(round(v*unit))
 
-# %% ../nbs/00_world.ipynb #df71cd4e
+# %% ../nbs/00_world.ipynb #3a593081
 def check_action(a, where='action'):
     "Validate one action `[pitch, yaw, forward, lateral, perspective, jump]`; return it as float64."
     a = np.asarray(a, dtype=np.float64)
@@ -54,7 +54,7 @@ def check_actions(actions, where='actions'):
     for t, a in enumerate(actions): check_action(a, f"{where}[{t}]")
     return actions
 
-# %% ../nbs/00_world.ipynb #14369527
+# %% ../nbs/00_world.ipynb #fceae832
 @dataclass(frozen=True)
 class Material:
     "A colour and a tile pattern: `su`,`sv` tiles per metre, `off` brick offset, `line` width and `dark`ness, per-tile `noise`."
@@ -80,7 +80,7 @@ class Style:
 
 def _m(rgb, **kw): return Material(tuple(c/255 for c in rgb), **kw)
 
-# %% ../nbs/00_world.ipynb #fbd23da7
+# %% ../nbs/00_world.ipynb #d1775996
 STYLES = {
     'meadow': Style('meadow', _m((86, 150, 62), su=2, sv=2, line=0, noise=.35), _m((150, 150, 145), su=2, sv=4, off=.5),
                     (.35, .55, .95), (.75, .85, 1.0),
@@ -120,7 +120,7 @@ STYLES = {
                     'icy tundra with frozen blue walls'),
 }
 
-# %% ../nbs/00_world.ipynb #9e296c6b
+# %% ../nbs/00_world.ipynb #246dd261
 @dataclass
 class SceneObject:
     "One placed object. `t_on`/`t_off` (seconds) bound when it exists, for addition/removal events."
@@ -138,7 +138,7 @@ OBJECT_KINDS = ('crate', 'tree', 'pillar', 'lamp', 'rock', 'barrel', 'chest')
 _FOOTPRINT = dict(crate=('box', .5), tree=('circle', .2), pillar=('circle', .4), lamp=('circle', .1),
                   rock=('circle', .55), barrel=('circle', .4), chest=('box', .45))
 
-# %% ../nbs/00_world.ipynb #1a0ad1bb
+# %% ../nbs/00_world.ipynb #f7d165ba
 def object_prims(o: SceneObject, open_frac=0.0):
     "The primitives of one object: a list of `(shape, geom, (z0, z1), material)`; shapes: box, cyl, ell, cone."
     s, x, y = o.size, o.x, o.y
@@ -156,7 +156,7 @@ def object_prims(o: SceneObject, open_frac=0.0):
         return prims
     raise ValueError(f"unknown object kind '{o.kind}'; known: {OBJECT_KINDS}")
 
-# %% ../nbs/00_world.ipynb #09c8a818
+# %% ../nbs/00_world.ipynb #e458251c
 @dataclass(frozen=True)
 class Character:
     "A controllable identity: body shape, colours and an accessory, as the `character` caption describes it."
@@ -183,7 +183,7 @@ CHARACTERS = {
                        'A slim teal figure wearing a red top hat.'),
 }
 
-# %% ../nbs/00_world.ipynb #1401f664
+# %% ../nbs/00_world.ipynb #8156b632
 def character_prims(c: Character, x, y, z, yaw):
     "The character's primitives at `(x, y)` lifted by the jump height `z`, facing `yaw` (degrees)."
     bx, by = x - .32*math.cos(math.radians(yaw)), y - .32*math.sin(math.radians(yaw))   # behind the body
@@ -197,7 +197,7 @@ def character_prims(c: Character, x, y, z, yaw):
                                          ('ell', (x, y, .08), (z + head + .6, z + head + .76), 'acc')]
     return p
 
-# %% ../nbs/00_world.ipynb #6d9b409d
+# %% ../nbs/00_world.ipynb #b2a28de6
 LAYOUTS = ('open', 'rooms', 'courtyard', 'maze')
 ARENA = 24.0   # metres; every scene is a walled square arena of this side
 
@@ -215,7 +215,7 @@ class Scene:
     @property
     def caption(self): return scene_caption(self)
 
-# %% ../nbs/00_world.ipynb #844fdf55
+# %% ../nbs/00_world.ipynb #17f4a9a5
 def _layout_walls(layout, rng):
     "Wall boxes `(x0, y0, x1, y1, height)`: the arena's boundary plus the layout's inner walls with door gaps."
     S, th = ARENA, .4
@@ -247,7 +247,7 @@ def _footprint_clear(x, y, walls, objects, margin):
         if math.hypot(o.x - x, o.y - y) < margin + _FOOTPRINT[o.kind][1]*o.size + .3: return False
     return True
 
-# %% ../nbs/00_world.ipynb #da843df1
+# %% ../nbs/00_world.ipynb #57486fdd
 def make_scene(seed: int, style: str = None, layout: str = None, n_objects: int = None) -> Scene:
     "Generate a scene from `seed`; style, layout and object count are drawn from the seed unless given."
     rng = np.random.default_rng([seed, 0x5CE7E])
@@ -269,7 +269,7 @@ def make_scene(seed: int, style: str = None, layout: str = None, n_objects: int 
     tod = float(rng.choice([8.0, 10.0, 12.0, 15.0, 17.5, 19.0]))
     return Scene(seed, style, layout, walls, objects, tod, (_q(x, POS_Q)/POS_Q, _q(y, POS_Q)/POS_Q, float(rng.integers(0, 360))))
 
-# %% ../nbs/00_world.ipynb #d15dedda
+# %% ../nbs/00_world.ipynb #ac2d29ad
 def _daylight(tod):
     "Sun elevation (degrees), day factor in [0, 1] and sunset warmth in [0, 1] at `tod` hours."
     el = 62*math.sin(math.pi*(tod - 6)/12)
@@ -294,7 +294,7 @@ def scene_caption(s: Scene) -> str:
                  maze='A maze of free-standing walls')[s.layout]
     return f"{where} in a {STYLES[s.style].words}, with {things}; {light_words(s.time_of_day)}."
 
-# %% ../nbs/00_world.ipynb #dd057365
+# %% ../nbs/00_world.ipynb #b3df30ff
 @dataclass
 class Event:
     "A timed change of the world. kind: transition | addition | removal | interaction; `what` names its target."
@@ -321,7 +321,7 @@ class WorldState:
     @property
     def daylight(self): return _daylight(self.time_of_day)[1]
 
-# %% ../nbs/00_world.ipynb #7c6f4090
+# %% ../nbs/00_world.ipynb #499dec4d
 NEAR = 0.05
 K_LAYERS = 8                                   # nearest primitives kept per screen column
 _SHAPE = dict(box=0, cyl=0, ell=1, cone=2)     # 0: flat-capped prism, 1: ellipsoid, 2: cone
@@ -352,7 +352,7 @@ def _cast_rounds(ox, oy, dx, dy, p):
     nx, ny = (fx + tn*dx)/r, (fy + tn*dy)/r
     return tn, tf, disc > 0, r*np.arctan2(ny, nx), nx, ny, sq/np.sqrt(a)/r
 
-# %% ../nbs/00_world.ipynb #48a4441b
+# %% ../nbs/00_world.ipynb #4fdf2396
 def _stack_prims(per_frame, mat_index):
     "Pad per-frame lists of `(shape, geom, (z0, z1), material)` into `boxes` and `rounds` arrays; padding is invisible."
     B, out = len(per_frame), {}
@@ -367,7 +367,7 @@ def _stack_prims(per_frame, mat_index):
         out[group] = dict(geom=g, z=z, mat=mat, shape=shape, vis=vis)
     return out
 
-# %% ../nbs/00_world.ipynb #504931f1
+# %% ../nbs/00_world.ipynb #4ba7751a
 def _rays(cam, H, W, fov=FOV):
     "Per-frame ray set: focal length, column directions (B, W), origin, eye height and horizon row (B, 1, 1)."
     f32 = np.float32
@@ -380,9 +380,11 @@ def _rays(cam, H, W, fov=FOV):
     return dict(foc=foc, dx=dx, dy=dy, ox=cam['x'].astype(f32)[:, None, None], oy=cam['y'].astype(f32)[:, None, None],
                 eye=cam['z'].astype(f32)[:, None, None], hz=(H/2 + np.tan(pitch)*foc)[:, None, None])
 
-def _proj(r, z, t): return r['hz'] - (z - r['eye'])*r['foc']/t   # the row of height z at depth t
+def _proj(r, z, t):
+    "The row of height z at depth t (±inf at t = 0, where a missed primitive has no depth: masked by the callers)."
+    with np.errstate(divide='ignore', invalid='ignore'): return r['hz'] - (z - r['eye'])*r['foc']/t
 
-# %% ../nbs/00_world.ipynb #daed09ed
+# %% ../nbs/00_world.ipynb #6a606be1
 def _column_layers(r, prims, sun):
     "The K nearest primitives of every column, near to far: depth, shape, material, heights, u, n.sun and row span (B, W, K)."
     pb, pr = prims['boxes'], prims['rounds']
@@ -416,7 +418,7 @@ def _spans(r, L):
     bot = np.where(curved, _proj(r, bot_z, t), np.maximum(_proj(r, bot_z, tn), _proj(r, bot_z, tfar)))
     return dict(L, t=t, top=np.where(np.isfinite(tn), top, np.inf), bot=bot)
 
-# %% ../nbs/00_world.ipynb #a8d94530
+# %% ../nbs/00_world.ipynb #91b241ba
 def _pixel_surfaces(r, L, H):
     "Per pixel (B, H, W): the covering layer and its surface: depth, masks (floor, sky, caps), texture coords, shape, material."
     f32 = np.float32
@@ -445,7 +447,7 @@ def _pixel_surfaces(r, L, H):
                 mat=np.where(floor, 0, g(L['mat'])), ndl_h=g(L['ndl_h']),
                 tu=np.where(plane, r['ox'] + d*r['dx'][:, None, :], g(L['u'])), tv=np.where(plane, r['oy'] + d*r['dy'][:, None, :], zpix))
 
-# %% ../nbs/00_world.ipynb #31b3e171
+# %% ../nbs/00_world.ipynb #fd1bfc12
 def _hash2(a, b):
     "A cheap integer hash of two int arrays to floats in [0, 1): per-tile noise, stars, rain."
     h = (a.astype(np.int32)*np.int32(73856093)) ^ (b.astype(np.int32)*np.int32(19349663))
@@ -460,7 +462,7 @@ def tile_pattern(u, v, m):
     line = ((cu - iu < m['line']) & (m['su'] > 0)) | ((cv - iv < m['line']) & (m['sv'] > 0))
     return (1 - m['dark']*line)*(1 + m['noise']*(_hash2(iu, iv) - .5))
 
-# %% ../nbs/00_world.ipynb #1ac3ec28
+# %% ../nbs/00_world.ipynb #d14bf254
 def _shade(r, P, mats, env):
     "Lit surface colour, channels first (3, B, H, W)."
     f32 = np.float32
@@ -475,7 +477,7 @@ def _shade(r, P, mats, env):
     S = val*np.where(m['emissive'], f32(0), np.maximum(ndl, 0))                            # direct light part
     return mats['rgb'].T[:, P['mat']]*(A + S*env['sun_rgb'].T.astype(f32)[:, :, None, None])
 
-# %% ../nbs/00_world.ipynb #e0f905e5
+# %% ../nbs/00_world.ipynb #1599109f
 def _sky_and_weather(r, P, rgb, env, H, W):
     "Fog every surface, paint the sky, then falling rain or snow: (3, B, H, W)."
     f32 = np.float32
@@ -502,7 +504,7 @@ def _sky_and_weather(r, P, rgb, env, H, W):
         rgb = np.where(flake, f32(.95), rgb)
     return rgb
 
-# %% ../nbs/00_world.ipynb #8c834692
+# %% ../nbs/00_world.ipynb #7fa9c1d9
 def render_frames(cam, prims, mats, env, H, W, fov=FOV):
     "Render B frames: `cam` holds (B,) arrays x, y, z, yaw, pitch. Returns rgb float32 (B, H, W, 3) in [0, 1] and depth (B, H, W)."
     r = _rays(cam, H, W, fov)
@@ -511,7 +513,7 @@ def render_frames(cam, prims, mats, env, H, W, fov=FOV):
     rgb = _sky_and_weather(r, P, _shade(r, P, mats, env), env, H, W)
     return np.clip(np.moveaxis(rgb, 0, -1), 0, 1).astype(np.float32), P['depth']
 
-# %% ../nbs/00_world.ipynb #395b632d
+# %% ../nbs/00_world.ipynb #7470c22b
 @dataclass(frozen=True)
 class AgentState:
     "The character on the lattice: position in 1/POS_Q m, yaw/pitch in 1/ANG_Q degrees; jump height `z` (m) and speed `vz`."
@@ -543,7 +545,7 @@ class AgentState:
 POSE_FIELDS = ('x', 'y', 'z', 'yaw', 'pitch', 'perspective')
 CAM_BACK, CAM_HEIGHT, CAM_TILT = 2.4, 2.1, -14.0   # third-person camera: metres behind, metres up, degrees down
 
-# %% ../nbs/00_world.ipynb #f13ae5c7
+# %% ../nbs/00_world.ipynb #bb403cc4
 def _material_table(style: Style, ch: Character):
     "Material arrays for the renderer (index 0 is the floor) and the index of each material name."
     names = ['floor', 'wall', *style.objects, 'light', 'gold', 'body', 'head', 'acc']
@@ -556,7 +558,7 @@ def _material_table(style: Style, ch: Character):
                 emissive=np.array([m.emissive for m in ms]))
     return mats, {n: i for i, n in enumerate(names)}
 
-# %% ../nbs/00_world.ipynb #71cac34d
+# %% ../nbs/00_world.ipynb #e3640b61
 class World:
     "A scene, a character and a timeline of events: physics, machine-checkable state, and rendering with ground truth."
     def __init__(self, scene: Scene, character: str = 'ada', events=()):
@@ -576,7 +578,7 @@ class World:
         x, y, yaw = self.scene.start
         return AgentState(_q(x, POS_Q), _q(y, POS_Q), _q(yaw, ANG_Q), 0, 0.0, 0.0, perspective)
 
-# %% ../nbs/00_world.ipynb #cb8608ff
+# %% ../nbs/00_world.ipynb #1d619e96
 def _static_prims(scene, mat_index):
     "Arrays of the primitives that never move (walls, objects but chests), with their lifetimes."
     st = [(('box', w[:4], (0, w[4]), 'wall'), -math.inf, math.inf) for w in scene.walls]
@@ -601,7 +603,7 @@ def _solids(scene):
     circles = [(o.x, o.y, h*o.size, o.t_on, o.t_off) for o in scene.objects for kind, h in [_FOOTPRINT[o.kind]] if kind == 'circle']
     return np.array(boxes, np.float64).reshape(-1, 6), np.array(circles, np.float64).reshape(-1, 5)
 
-# %% ../nbs/00_world.ipynb #5c725f8d
+# %% ../nbs/00_world.ipynb #d7f58aba
 @patch
 def state(self: World, t: float) -> WorldState:
     "The world's machine-checkable state at time `t` (seconds)."
@@ -619,7 +621,7 @@ def state(self: World, t: float) -> WorldState:
         elif e.kind == 'interaction': chest[e.what] = max(chest[e.what], p)
     return WorldState(t, tod % 24, fog, rain, snow, present, chest)
 
-# %% ../nbs/00_world.ipynb #743f01f1
+# %% ../nbs/00_world.ipynb #1231f78f
 _ENV = dict(sun=3, sun_rgb=3, ambient=1, sky_top=3, sky_hor=3, fog=1, fog_rgb=3, stars=1, rain=1, snow=1, t=1, disc_rgb=3)
 
 def _env_row(style: Style, s: WorldState):
@@ -648,7 +650,7 @@ def env(self: World, states):
     for k, n in _ENV.items(): out[k] = a[:, i:i + n] if n == 3 else a[:, i]; i += n
     return out
 
-# %% ../nbs/00_world.ipynb #ecb24dd6
+# %% ../nbs/00_world.ipynb #5391f7e5
 @patch
 def blocked(self: World, x: float, y: float, t: float = 0.0) -> bool:
     "Does the character's body at (x, y) overlap a wall or an object that exists at time `t`?"
@@ -659,7 +661,7 @@ def blocked(self: World, x: float, y: float, t: float = 0.0) -> bool:
     alive = (c[:, 3] <= t) & (t < c[:, 4])
     return bool(np.any(alive & ((x - c[:, 0])**2 + (y - c[:, 1])**2 < (R + c[:, 2])**2)))
 
-# %% ../nbs/00_world.ipynb #7a396356
+# %% ../nbs/00_world.ipynb #1beade83
 @patch
 def step(self: World, s: AgentState, action, t: float = 0.0):
     "Apply one action at time `t`: returns `(new_state, blocked)`. The move uses the mid-turn heading, so an inverted action undoes a step exactly."
@@ -696,7 +698,7 @@ def rollout(self: World, actions, start: AgentState = None, t0: float = 0.0):
         poses.append(s.pose); hits.append(h)
     return np.array(poses).reshape(-1, 6), np.array(hits, bool)
 
-# %% ../nbs/00_world.ipynb #7ed59bb3
+# %% ../nbs/00_world.ipynb #b778a225
 @patch
 def camera(self: World, poses):
     "Camera poses (B, 5) `[x, y, z, yaw, pitch]` for character poses (B, 6)."
@@ -717,7 +719,7 @@ def camera(self: World, poses):
     return np.stack([np.where(third, x - back*np.cos(r), x), np.where(third, y - back*np.sin(r), y),
                      np.where(third, CAM_HEIGHT + .5*z, EYE_HEIGHT + z), yaw, np.where(third, pitch + CAM_TILT, pitch)], 1)
 
-# %% ../nbs/00_world.ipynb #d9740a23
+# %% ../nbs/00_world.ipynb #ea708d2f
 @patch
 def _prims(self: World, poses, states):
     "Per-frame primitive arrays: static ones alive at each frame's time, plus chests and (third person) the character."
@@ -751,7 +753,7 @@ def render(self: World, poses, times, res: int = 64, batch: int = None):
         rgbs.append((rgb*255 + .5).astype(np.uint8)); depths.append(depth)
     return np.concatenate(rgbs), np.concatenate(depths)
 
-# %% ../nbs/00_world.ipynb #b105d8e9
+# %% ../nbs/00_world.ipynb #f9570a67
 def frame_strip(frames, gap: int = 2, cols: int = None):
     "Lay out uint8 frames (N, H, W, 3) in a grid with white gaps; returns one uint8 image."
     frames = np.asarray(frames)
@@ -764,7 +766,7 @@ def frame_strip(frames, gap: int = 2, cols: int = None):
         out[r*(H + gap):r*(H + gap) + H, c*(W + gap):c*(W + gap) + W] = f
     return out
 
-# %% ../nbs/00_world.ipynb #6dbebede
+# %% ../nbs/00_world.ipynb #2735627a
 def random_poses(world: World, n: int, seed: int = 0):
     "`n` random character poses in free space, half first and half third person."
     rng, out = np.random.default_rng(seed), []
