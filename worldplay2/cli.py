@@ -6,11 +6,11 @@
 __all__ = ['cmd_preview', 'cmd_data_generate', 'cmd_data_samples', 'one_core', 'cmd_bench_world', 'cmd_train', 'cmd_bench_vae',
            'cmd_bench_train', 'cmd_eval_control', 'parser', 'main']
 
-# %% ../nbs/90_cli.ipynb #24652be3
+# %% ../nbs/90_cli.ipynb #07f35a5d
 import argparse, json, os, sys, time
 from pathlib import Path
 
-# %% ../nbs/90_cli.ipynb #92700f5d
+# %% ../nbs/90_cli.ipynb #ef39a14b
 def cmd_preview(a):
     "Render one episode of each kind at `a.res`: `<kind>.mp4` per kind and `preview.png`, a contact sheet of all three."
     import numpy as np
@@ -34,7 +34,7 @@ def cmd_preview(a):
     print(json.dumps(report, indent=1))
     return report
 
-# %% ../nbs/90_cli.ipynb #a97a9372
+# %% ../nbs/90_cli.ipynb #1828c8d0
 def cmd_data_generate(a):
     "Generate a dataset of episodes."
     from worldplay2.data import generate
@@ -46,7 +46,7 @@ def cmd_data_samples(a):
     from worldplay2.data import make_samples
     print(f"samples in {make_samples(a.out)}")
 
-# %% ../nbs/90_cli.ipynb #84b8c91b
+# %% ../nbs/90_cli.ipynb #50577cde
 def one_core():
     "Pin this process to one CPU core (where the OS allows) and one thread; returns the core."
     import torch
@@ -63,7 +63,7 @@ def cmd_bench_world(a):
     print(json.dumps(res) if a.json else '\n'.join(f"{r}x{r}: {f} frames/s" for r, f in res['fps'].items()))
     return res
 
-# %% ../nbs/90_cli.ipynb #58852858
+# %% ../nbs/90_cli.ipynb #ca4e332c
 def cmd_train(a):
     "Train one stage."
     from worldplay2.train import train_vae, train_base
@@ -87,7 +87,7 @@ def cmd_bench_vae(a):
     print(json.dumps(res) if a.json else res)
     return res
 
-# %% ../nbs/90_cli.ipynb #c4c3533b
+# %% ../nbs/90_cli.ipynb #90e3d4e3
 def cmd_bench_train(a):
     "Training-step time and peak memory of the base model by clip length."
     from worldplay2.train import bench_train_step
@@ -95,17 +95,16 @@ def cmd_bench_train(a):
     print(json.dumps(res) if a.json else res)
     return res
 
-# %% ../nbs/90_cli.ipynb #c1a014cd
+# %% ../nbs/90_cli.ipynb #adadbe2b
 def cmd_eval_control(a):
     "Control accuracy of a trained base model against the world's true renders (held-out episodes)."
-    from worldplay2.train import load_world, pretrained
+    from worldplay2.train import load_world, pretrained, check_latents_match
     from worldplay2.vae import load_vae
     from worldplay2.control_eval import eval_control, model_generator
     from worldplay2.data import list_episodes, split_episodes, samples_dir
     if (a.checkpoint is None) != (a.vae is None): raise ValueError("pass both --checkpoint DIR (model/ of `worldplay2 train base`) and --vae DIR (its vae/), or neither for the shipped small model")
     model, vae = load_world(a.checkpoint or pretrained('small-base')), load_vae(a.vae or pretrained('small-vae'))
-    if model.config.vae.z_ch != vae.config.z_ch or model.config.vae.res != vae.config.res:
-        raise ValueError(f"the model was trained on {model.config.vae.res}px/{model.config.vae.z_ch}-channel latents, the VAE makes {vae.config.res}px/{vae.config.z_ch}")
+    check_latents_match(vae.config, model.config.vae, 'the VAE', 'the model')
     eps = [p for p in list_episodes(a.data or samples_dir()) if (p/'frames.npz').exists()]
     held_out = (split_episodes(eps)[1] or eps) if a.data else eps          # the samples' worlds are never trained on
     res = eval_control(model_generator(model, vae, a.steps, a.cfg), held_out, clip=a.clip, res=vae.config.res, max_clips=a.clips)
@@ -125,7 +124,7 @@ def _eval_parser(sub):
     c.add_argument('--json', action='store_true')
     c.set_defaults(fn=cmd_eval_control)
 
-# %% ../nbs/90_cli.ipynb #4d3dcb6f
+# %% ../nbs/90_cli.ipynb #0622852c
 def _train_parser(sub):
     t = sub.add_parser('train', help='train a curriculum stage (resumable)')
     t.add_argument('stage', choices=('vae', 'base'))
@@ -142,7 +141,7 @@ def _train_parser(sub):
     t.add_argument('--quiet', action='store_true')
     t.set_defaults(fn=cmd_train)
 
-# %% ../nbs/90_cli.ipynb #f291f4ed
+# %% ../nbs/90_cli.ipynb #64210c64
 def _data_parser(sub):
     d = sub.add_parser('data', help='generate and manage episode datasets').add_subparsers(dest='sub', required=True)
     g = d.add_parser('generate', help='write episodes of one kind (parallel, deterministic, resumable)')
@@ -191,7 +190,7 @@ def _preview_parser(sub):
     p.add_argument('--seconds', type=float, default=6.0)
     p.set_defaults(fn=cmd_preview)
 
-# %% ../nbs/90_cli.ipynb #6c53a76e
+# %% ../nbs/90_cli.ipynb #4c8cf844
 def parser() -> argparse.ArgumentParser:
     "The `worldplay2` argument parser."
     from worldplay2 import __version__

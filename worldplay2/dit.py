@@ -7,7 +7,7 @@ __all__ = ['DiTConfig', 'ModelConfig', 'model_config', 'rope_angles', 'apply_rop
            'modulate', 'Attention', 'DiTBlock', 'WorldDiT', 'WorldModel', 'frame_causal_mask', 'shift_sigma',
            'FlowMatching', 'EulerSampler', 'flow_step']
 
-# %% ../nbs/04_dit.ipynb #7bf0f2b9
+# %% ../nbs/04_dit.ipynb #9b3c7515
 import math
 from dataclasses import dataclass, field, asdict
 import torch, torch.nn as nn, torch.nn.functional as F
@@ -15,7 +15,7 @@ from einops import rearrange, repeat
 from .controls import ControlConfig, ActionEncoder, ActionInjection, TextEncoder
 from .vae import VAEConfig, vae_config
 
-# %% ../nbs/04_dit.ipynb #777acad6
+# %% ../nbs/04_dit.ipynb #487dfdb4
 @dataclass
 class DiTConfig:
     "The video DiT: latent geometry (from the VAE), width, depth, heads, flow-matching settings."
@@ -49,7 +49,7 @@ class ModelConfig:
     dit: DiTConfig
     control: ControlConfig
 
-# %% ../nbs/04_dit.ipynb #15d6f346
+# %% ../nbs/04_dit.ipynb #d484b6de
 def model_config(preset: str) -> ModelConfig:
     "The named preset: tiny (tests, seconds), small (the CPU model at 128x128), base (GPU sizes)."
     if preset not in ('tiny', 'small', 'base'): raise ValueError(f"unknown preset '{preset}'; known: tiny, small, base")
@@ -62,7 +62,7 @@ def model_config(preset: str) -> ModelConfig:
                base=ControlConfig(d_action=256, d_text=512, text_layers=4, text_heads=8, t_factor=v.t_factor))[preset]
     return ModelConfig(v, dit, ctl)
 
-# %% ../nbs/04_dit.ipynb #06716a53
+# %% ../nbs/04_dit.ipynb #cff97f3d
 def rope_angles(pos, split, base: float = 10000.0):
     "Rotation angles (..., head_dim/2) for positions (..., 3) = (t, y, x) and the channel split per axis."
     parts = []
@@ -83,7 +83,7 @@ def token_positions(n: int, side: int, t0=0.0, device=None):
     t, y, x = torch.meshgrid(ar(n) + t0, ar(side), ar(side), indexing='ij')
     return torch.stack([t, y, x], -1).reshape(-1, 3)
 
-# %% ../nbs/04_dit.ipynb #19815bcd
+# %% ../nbs/04_dit.ipynb #0092be42
 def timestep_embedding(sigma, dim: int):
     "Sinusoidal embedding of noise levels sigma (...,) in [0, 1] -> (..., dim)."
     half = dim//2
@@ -108,7 +108,7 @@ class Attention(nn.Module):
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         return self.o(rearrange(y, 'b h n d -> b n (h d)'))
 
-# %% ../nbs/04_dit.ipynb #f3b6d506
+# %% ../nbs/04_dit.ipynb #192dc8ec
 class DiTBlock(nn.Module):
     "adaLN → self-attention (RoPE, optional mask) → cross-attention to captions → action injection (eq. 2) → adaLN → FFN."
     def __init__(self, c: DiTConfig, ctl: ControlConfig):
@@ -130,7 +130,7 @@ class DiTBlock(nn.Module):
         h = self.inject(h, e, S)                                                  # eq. 2: after cross-attention, before the FFN
         return h + g2*self.ffn(modulate(self.norm2(h), sh2, sc2))
 
-# %% ../nbs/04_dit.ipynb #a4ea4227
+# %% ../nbs/04_dit.ipynb #dd933f85
 class WorldDiT(nn.Module):
     "Velocity predictor over latent videos (B, n, C, h, w) with per-frame noise levels (B, n)."
     def __init__(self, c: DiTConfig, ctl: ControlConfig):
@@ -157,7 +157,7 @@ class WorldDiT(nn.Module):
         if self.c.pred == 'v': return out
         return (x - out)/sigma.clamp_min(self.c.sigma_floor)[..., None, None, None]      # x0-prediction, returned as a velocity
 
-# %% ../nbs/04_dit.ipynb #6e07b220
+# %% ../nbs/04_dit.ipynb #e6ef2ba9
 class WorldModel(nn.Module):
     "N_θ: the DiT with its controls. Captions are lists of strings per field (scene, character, event)."
     def __init__(self, config: ModelConfig):
@@ -172,13 +172,13 @@ class WorldModel(nn.Module):
         if e.shape[1] != x.shape[1]: raise ValueError(f"{actions.shape[1]} action frames make {e.shape[1]} latents, but x has {x.shape[1]}")
         return self.dit(x, sigma, e, ctx, ctx_mask, mask, t0)
 
-# %% ../nbs/04_dit.ipynb #8585e440
+# %% ../nbs/04_dit.ipynb #ba3ee332
 def frame_causal_mask(n: int, S: int, device=None):
     "Bool (n·S, n·S): a token attends to tokens of its own latent frame and earlier ones."
     f = torch.arange(n, device=device).repeat_interleave(S)
     return f[:, None] >= f[None, :]
 
-# %% ../nbs/04_dit.ipynb #ac29d9a0
+# %% ../nbs/04_dit.ipynb #d5cb2aab
 def shift_sigma(s, shift: float): return shift*s/(1 + (shift - 1)*s)
 
 @dataclass
@@ -200,7 +200,7 @@ class FlowMatching:
         per = (v_pred - v).pow(2).flatten(2).mean(-1)
         return (per*weight).sum()/weight.sum().clamp_min(1)
 
-# %% ../nbs/04_dit.ipynb #a1d2bb30
+# %% ../nbs/04_dit.ipynb #de40e3e8
 @dataclass
 class EulerSampler:
     "Many-step Euler integration of dx/dσ = v from σ = 1 to 0 on the shifted grid; optional classifier-free guidance."
@@ -227,7 +227,7 @@ class EulerSampler:
             z = torch.where(kk, z, z + (b - a)*v)
         return z
 
-# %% ../nbs/04_dit.ipynb #bd6b45d6
+# %% ../nbs/04_dit.ipynb #f64990c7
 def flow_step(model: WorldModel, fm: FlowMatching, z0, actions, captions, generator=None):
     "Flow-matching loss of `model` on clean latents z0 (B, n, C, h, w) with actions (B, T, 6) and caption field lists."
     c, (B, n) = model.config.dit, z0.shape[:2]

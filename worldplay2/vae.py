@@ -7,7 +7,7 @@ __all__ = ['VAE_PRESETS', 'VAEConfig', 'vae_config', 'conv', 'per_frame', 'MemBl
            'Decoder', 'CausalVAE', 'vae_loss', 'recon_metrics', 'random_crop', 'LitVAE', 'save_weights', 'load_weights',
            'save_vae', 'load_vae', 'fit_latent_stats', 'frames_at', 'bench_vae']
 
-# %% ../nbs/02_vae.ipynb #9c08e5c3
+# %% ../nbs/02_vae.ipynb #63ed8bbf
 import json, math, time
 from dataclasses import dataclass, asdict
 from pathlib import Path
@@ -16,7 +16,7 @@ import torch, torch.nn as nn, torch.nn.functional as F
 import lightning as L
 from einops import rearrange
 
-# %% ../nbs/02_vae.ipynb #7a63fe39
+# %% ../nbs/02_vae.ipynb #4d4d43f6
 @dataclass
 class VAEConfig:
     "A causal video autoencoder: `widths` per spatial level (after a 2×2 unshuffle), `z_ch` latent channels, `t_pools` temporal halvings."
@@ -47,7 +47,7 @@ def vae_config(preset: str, **kw) -> VAEConfig:
     if preset not in VAE_PRESETS: raise ValueError(f"unknown preset '{preset}'; known: {list(VAE_PRESETS)}")
     return VAEConfig(**{**asdict(VAE_PRESETS[preset]), **kw})
 
-# %% ../nbs/02_vae.ipynb #a19c6fb3
+# %% ../nbs/02_vae.ipynb #2ebd488a
 def conv(i, o, stride=1): return nn.Conv2d(i, o, 3, stride, 1)
 
 def per_frame(f, h):
@@ -65,7 +65,7 @@ class MemBlock(nn.Module):
         past = torch.cat([torch.zeros_like(h[:, :1]) if prev is None else prev, h[:, :-1]], 1)
         return F.relu(h + per_frame(self.f, torch.cat([h, past], 2))), h[:, -1:]
 
-# %% ../nbs/02_vae.ipynb #b2ef20ba
+# %% ../nbs/02_vae.ipynb #e4015a4f
 class TPool(nn.Module):
     "Halve time: stack pairs of frames on channels, 1×1 conv, plus the pair's mean. (B, T, C, H, W) -> (B, T/2, C, H, W)."
     def __init__(self, c):
@@ -95,7 +95,7 @@ class Up(nn.Module):
     def forward(self, x):
         return self.f(F.interpolate(x, scale_factor=2, mode='nearest')) + F.pixel_shuffle(x.repeat_interleave(self.r, 1), 2)
 
-# %% ../nbs/02_vae.ipynb #fea0ad2b
+# %% ../nbs/02_vae.ipynb #0602923e
 def _levels(c: VAEConfig):
     "Per level: (channels, temporal pool?) — time is pooled on the last `t_pools` levels."
     if c.t_pools > len(c.widths): raise ValueError(f"t_pools={c.t_pools} needs at least as many levels, got widths={c.widths}")
@@ -127,7 +127,7 @@ class Encoder(nn.Module):
         mu = mu + rearrange(self.linear(patches), '(b n) c h w -> b n c h w', b=x.shape[0])
         return torch.cat([mu, logvar], 2), new
 
-# %% ../nbs/02_vae.ipynb #90ceb668
+# %% ../nbs/02_vae.ipynb #b54d633c
 class Decoder(nn.Module):
     "Latents (B, n, z_ch, h, w) -> frames (B, n·t_factor, 3, H, W), and the state."
     def __init__(self, c: VAEConfig):
@@ -152,7 +152,7 @@ class Decoder(nn.Module):
         lin = rearrange(per_frame(self.linear, z), 'b n (t c) h w -> b (n t) c h w', t=c.t_factor)
         return x + per_frame(lambda v: F.pixel_shuffle(v, c.s_factor), lin), new
 
-# %% ../nbs/02_vae.ipynb #9aac64a3
+# %% ../nbs/02_vae.ipynb #a659704e
 class CausalVAE(nn.Module):
     "Causal video VAE. `encode`/`decode` stream: pass the returned state back in with the next chunk."
     def __init__(self, config: VAEConfig):
@@ -182,7 +182,7 @@ class CausalVAE(nn.Module):
     def normalize(self, z): return (z - self.z_mean[:, None, None])/self.z_std[:, None, None]
     def denormalize(self, z): return z*self.z_std[:, None, None] + self.z_mean[:, None, None]
 
-# %% ../nbs/02_vae.ipynb #9098e874
+# %% ../nbs/02_vae.ipynb #ac18cca8
 def vae_loss(x, rec, mu, logvar, kl_weight):
     "MSE + 0.1·L1 reconstruction (per pixel) + kl_weight·KL (per latent element); returns (loss, parts)."
     mse, l1 = F.mse_loss(rec, x), F.l1_loss(rec, x)
@@ -195,7 +195,7 @@ def recon_metrics(x, rec):
     a, b = ((rec.clamp(-1, 1) + 1)/2).flatten(0, 1), ((x + 1)/2).flatten(0, 1)
     return dict(psnr=float(peak_signal_noise_ratio(a, b, data_range=1.0)), ssim=float(structural_similarity_index_measure(a, b, data_range=1.0)))
 
-# %% ../nbs/02_vae.ipynb #33b1ebef
+# %% ../nbs/02_vae.ipynb #ee6be0d8
 def random_crop(x, crop: int, align: int = 1):
     "A random `crop`×`crop` window of clips x (B, T, C, H, W), its corner a multiple of `align`; `crop` 0 or ≥ H keeps x whole."
     H, W = x.shape[-2:]
@@ -203,7 +203,7 @@ def random_crop(x, crop: int, align: int = 1):
     y0, x0 = (int(torch.randint(0, (n - crop)//align + 1, ()))*align for n in (H, W))
     return x[..., y0:y0 + crop, x0:x0 + crop]
 
-# %% ../nbs/02_vae.ipynb #c27e944e
+# %% ../nbs/02_vae.ipynb #b94e87ee
 class LitVAE(L.LightningModule):
     "Lightning wrapper that trains a `CausalVAE` on batches of clips (`batch['frames']`, (B, T, 3, H, W))."
     def __init__(self, vae: CausalVAE, lr: float = None, max_steps: int = None):
@@ -229,7 +229,7 @@ class LitVAE(L.LightningModule):
         sched = torch.optim.lr_scheduler.OneCycleLR(opt, self.lr, total_steps=self.max_steps, pct_start=.05)
         return dict(optimizer=opt, lr_scheduler=dict(scheduler=sched, interval='step'))
 
-# %% ../nbs/02_vae.ipynb #5cf3200c
+# %% ../nbs/02_vae.ipynb #51a6eb99
 def save_weights(model: nn.Module, path, config: dict, dtype=torch.float32):
     "Write `model` to the folder `path`: config.json (`config`) and model.safetensors (weights cast to `dtype`), each atomically."
     from safetensors.torch import save_file
@@ -269,11 +269,12 @@ def fit_latent_stats(vae: CausalVAE, loader, batches: int = 20):
     vae.z_mean.copy_(z.mean(1)); vae.z_std.copy_(z.std(1).clamp_min(1e-4))
     return vae
 
-# %% ../nbs/02_vae.ipynb #3197380c
+# %% ../nbs/02_vae.ipynb #cca0b1b9
 def frames_at(ep, res: int):
     "An episode's frames (T, res, res, 3) uint8: as stored, re-rendered from its world at `res` (synthetic), or area-resized (recorded)."
     if ep.frames.shape[1] == res: return ep.frames
-    if 'world' in ep.meta: return ep.world.render(ep.poses, np.arange(len(ep))/ep.meta.get('fps', 16), res)[0]
+    from worldplay2.world import FPS
+    if 'world' in ep.meta: return ep.world.render(ep.poses, np.arange(len(ep))/ep.meta.get('fps', FPS), res)[0]
     f = F.interpolate(torch.from_numpy(ep.frames).permute(0, 3, 1, 2).float(), size=res, mode='area')
     return f.round().clamp(0, 255).byte().permute(0, 2, 3, 1).numpy()
 
