@@ -20,9 +20,9 @@ def psnr(a, b) -> float:
     return float('inf') if mse == 0 else 10*math.log10(255**2/mse)
 
 def mirror_actions(actions):
-    "The opposite commands: pitch, yaw, forward and lateral negated (perspective and jump kept)."
-    a = np.array(actions, np.float64, copy=True)
-    a[:, :4] *= -1
+    "The opposite commands of actions (..., 6): pitch, yaw, forward and lateral negated, perspective and jump kept (a tensor stays a tensor)."
+    a = actions.clone() if torch.is_tensor(actions) else np.array(actions, np.float64, copy=True)
+    a[..., :4] *= -1
     return a + 0.0
 
 def true_render(world, start_pose, actions, t0: float, res: int):

@@ -236,6 +236,6 @@ def flow_step(model: WorldModel, fm: FlowMatching, z0, actions, captions, genera
     sigma[:, 0] = torch.where(i2v, 0.0, sigma[:, 0])
     drop = (torch.rand(B, generator=generator) < c.p_uncond).tolist()
     captions = tuple([('' if d else t) for t, d in zip(f, drop)] for f in captions)
-    x, eps, v = fm.noise(z0, sigma)
+    x, eps, v = fm.noise(z0, sigma, torch.randn(z0.shape, generator=generator, device=z0.device))
     weight = torch.ones(B, n, device=z0.device); weight[:, 0] = (~i2v).float()
     return fm.loss(model(x, sigma, actions, captions), v, weight)

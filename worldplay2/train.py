@@ -8,15 +8,16 @@ __all__ = ['VAE_TRAIN', 'BASE_TRAIN', 'PRETRAINED_DIR', 'check_latents_match', '
            'bench_train_step']
 
 # %% ../nbs/05_training.ipynb #f418d020
-import json, math, os, time
+import itertools, json, math, os, time
 from dataclasses import asdict
 from pathlib import Path
 import torch
 import lightning as L
 import numpy as np
 from .data import WorldDataModule, list_episodes, write_json_atomic, read_episode, split_episodes, event_at, _atomic_dir, _load_json
-from .vae import CausalVAE, LitVAE, vae_config, save_vae, load_vae, save_weights, load_weights, fit_latent_stats, bench_vae
+from .vae import CausalVAE, LitVAE, vae_config, save_vae, load_vae, save_weights, load_weights, fit_latent_stats, bench_vae, pca_init
 from .dit import WorldModel, FlowMatching, flow_step, model_config
+from .control_eval import mirror_actions
 
 # %% ../nbs/05_training.ipynb #84f8ae39
 def check_latents_match(have: 'VAEConfig', need: 'VAEConfig', what: str, who: str):
@@ -65,6 +66,9 @@ def train_vae(data, out, preset: str = 'small', max_steps: int = None, batch_siz
     L.seed_everything(seed, verbose=False)
     dm = WorldDataModule(data, history=0, clip=cfg.n_frames(3), stride=4, batch_size=bs, num_workers=num_workers, seed=seed, cache=512)
     lit = LitVAE(CausalVAE(cfg), max_steps=steps)
+    if _resume_path(out) is None:                                                  # a fresh run starts from the PCA code of (up to) 8 batches
+        dm.setup()
+        pca_init(lit.vae, torch.cat([b['frames'] for b in itertools.islice(dm.train_dataloader(), 8)]))
     trainer = make_trainer(out, steps, devices, strategy, progress=progress, **trainer_kw)
     t0 = time.time()
     trainer.fit(lit, dm, ckpt_path=_resume_path(out))
@@ -146,7 +150,9 @@ class LitWorld(L.LightningModule):
         loss = self._loss(b); self.log('train/loss', loss, prog_bar=True); return loss
 
     def validation_step(self, b, i):
+        "The loss, and the same loss (same noise) with mirrored actions: a model that listens to its actions does worse there."
         self.log('val/loss', self._loss(b, torch.Generator().manual_seed(i)), prog_bar=True, batch_size=len(b['z']))
+        self.log('val/loss_mirrored', self._loss(dict(b, actions=mirror_actions(b['actions'])), torch.Generator().manual_seed(i)), batch_size=len(b['z']))
 
     def configure_optimizers(self):
         opt = torch.optim.AdamW(self.model.parameters(), lr=self.lr, weight_decay=0.01, betas=(0.9, 0.95))
@@ -195,8 +201,9 @@ def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_si
     trainer.fit(lit, mk(train, True), mk(val, False), ckpt_path=_resume_path(out))
     if trainer.global_rank != 0: return {}
     save_world(lit.model, out/'model')
-    val_loss = trainer.validate(lit, mk(val, False), verbose=False)[0]['val/loss']
-    metrics = dict(stage='base', preset=preset, steps=int(trainer.global_step), batch_size=bs, episodes=len(paths), val_loss=round(val_loss, 4),
+    v = trainer.validate(lit, mk(val, False), verbose=False)[0]
+    metrics = dict(stage='base', preset=preset, steps=int(trainer.global_step), batch_size=bs, episodes=len(paths), val_loss=round(v['val/loss'], 4),
+                   val_loss_mirrored=round(v['val/loss_mirrored'], 4),
                    wall_s_this_run=round(time.time() - t0, 1), params=sum(p.numel() for p in lit.model.parameters()))
     write_json_atomic(out/'metrics.json', metrics)
     return metrics

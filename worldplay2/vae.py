@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['VAE_PRESETS', 'VAEConfig', 'vae_config', 'conv', 'per_frame', 'MemBlock', 'TPool', 'TGrow', 'Down', 'Up', 'Encoder',
-           'Decoder', 'CausalVAE', 'vae_loss', 'recon_metrics', 'random_crop', 'LitVAE', 'save_weights', 'load_weights',
-           'save_vae', 'load_vae', 'fit_latent_stats', 'frames_at', 'bench_vae']
+           'Decoder', 'CausalVAE', 'vae_loss', 'recon_metrics', 'random_crop', 'LitVAE', 'pca_init', 'save_weights',
+           'load_weights', 'save_vae', 'load_vae', 'fit_latent_stats', 'frames_at', 'bench_vae']
 
 # %% ../nbs/02_vae.ipynb #63ed8bbf
 import json, math, time
@@ -123,9 +123,13 @@ class Encoder(nn.Module):
             for m in mems: h, last = m(h, state[len(new)]); new.append(last)
             h = pool(h)
         mu, logvar = per_frame(self.head, h).chunk(2, 2)
-        patches = rearrange(F.pixel_unshuffle(x.flatten(0, 1), c.s_factor), '(b n t) c h w -> (b n) (t c) h w', b=x.shape[0], t=c.t_factor)
-        mu = mu + rearrange(self.linear(patches), '(b n) c h w -> b n c h w', b=x.shape[0])
+        mu = mu + rearrange(self.linear(self.patches(x)), '(b n) c h w -> b n c h w', b=x.shape[0])
         return torch.cat([mu, logvar], 2), new
+
+    def patches(self, x):
+        "The linear path's input: each latent's block of t_factor frames × s×s pixels, (B·n, t_factor·3·s², h, w)."
+        c = self.c
+        return rearrange(F.pixel_unshuffle(x.flatten(0, 1), c.s_factor), '(b n t) c h w -> (b n) (t c) h w', b=x.shape[0], t=c.t_factor)
 
 # %% ../nbs/02_vae.ipynb #b54d633c
 class Decoder(nn.Module):
@@ -228,6 +232,22 @@ class LitVAE(L.LightningModule):
         if not self.max_steps: return opt
         sched = torch.optim.lr_scheduler.OneCycleLR(opt, self.lr, total_steps=self.max_steps, pct_start=.05)
         return dict(optimizer=opt, lr_scheduler=dict(scheduler=sched, interval='step'))
+
+# %% ../nbs/02_vae.ipynb #3ac75faa
+@torch.no_grad()
+def pca_init(vae: CausalVAE, clips, max_blocks: int = 200_000, seed: int = 0):
+    "Set the linear patch paths of `vae` to the PCA code of the blocks of `clips` (B, 1 + 4k, 3, H, W) in [−1, 1]; zero the conv branches' outputs."
+    c = vae.config
+    x = torch.cat([clips[:, :1].expand(-1, c.t_factor - 1, -1, -1, -1), clips], 1)       # a stream's first frame, padded as `encode` pads it
+    blocks = rearrange(vae.enc.patches(x), 'b k h w -> (b h w) k').double()
+    blocks = blocks[torch.randperm(len(blocks), generator=torch.Generator().manual_seed(seed))[:max_blocks]]
+    mean = blocks.mean(0)
+    U = torch.linalg.eigh(torch.cov((blocks - mean).T))[1][:, -c.z_ch:].flip(-1)   # (k, z_ch): the top principal directions
+    vae.enc.linear.weight.copy_(U.T[..., None, None]); vae.enc.linear.bias.copy_(-U.T @ mean)
+    vae.dec.linear.weight.copy_(U[..., None, None]); vae.dec.linear.bias.copy_(mean)
+    vae.enc.head.weight[:c.z_ch] = 0; vae.enc.head.bias[:c.z_ch] = 0                   # mu's conv branch starts at zero (logvar keeps −8)
+    vae.dec.head.weight.zero_(); vae.dec.head.bias.zero_()
+    return vae
 
 # %% ../nbs/02_vae.ipynb #51a6eb99
 def save_weights(model: nn.Module, path, config: dict, dtype=torch.float32):
