@@ -231,11 +231,12 @@ class EulerSampler:
 def flow_step(model: WorldModel, fm: FlowMatching, z0, actions, captions, generator=None):
     "Flow-matching loss of `model` on clean latents z0 (B, n, C, h, w) with actions (B, T, 6) and caption field lists."
     c, (B, n) = model.config.dit, z0.shape[:2]
-    sigma = fm.sample_sigma((B, 1), generator, z0.device).expand(B, n).clone()
-    i2v = torch.rand(B, generator=generator, device=z0.device) < c.p_i2v
+    dev = generator.device if generator is not None else z0.device          # draw where the generator lives (a CPU one on a GPU run)
+    sigma = fm.sample_sigma((B, 1), generator, dev).to(z0.device).expand(B, n).clone()
+    i2v = (torch.rand(B, generator=generator, device=dev) < c.p_i2v).to(z0.device)
     sigma[:, 0] = torch.where(i2v, 0.0, sigma[:, 0])
-    drop = (torch.rand(B, generator=generator) < c.p_uncond).tolist()
+    drop = (torch.rand(B, generator=generator, device=dev) < c.p_uncond).tolist()
     captions = tuple([('' if d else t) for t, d in zip(f, drop)] for f in captions)
-    x, eps, v = fm.noise(z0, sigma, torch.randn(z0.shape, generator=generator, device=z0.device))
+    x, eps, v = fm.noise(z0, sigma, torch.randn(z0.shape, generator=generator, device=dev).to(z0.device, z0.dtype))
     weight = torch.ones(B, n, device=z0.device); weight[:, 0] = (~i2v).float()
     return fm.loss(model(x, sigma, actions, captions), v, weight)

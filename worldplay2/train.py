@@ -17,7 +17,7 @@ import numpy as np
 from .data import WorldDataModule, list_episodes, write_json_atomic, read_episode, split_episodes, event_at, _atomic_dir, _load_json
 from .vae import CausalVAE, LitVAE, vae_config, save_vae, load_vae, save_weights, load_weights, fit_latent_stats, bench_vae, pca_init
 from .dit import WorldModel, FlowMatching, flow_step, model_config
-from .control_eval import mirror_actions
+from .controls import mirror_actions
 
 # %% ../nbs/05_training.ipynb #84f8ae39
 def check_latents_match(have: 'VAEConfig', need: 'VAEConfig', what: str, who: str):
@@ -67,7 +67,7 @@ def train_vae(data, out, preset: str = 'small', max_steps: int = None, batch_siz
     dm = WorldDataModule(data, history=0, clip=cfg.n_frames(3), stride=4, batch_size=bs, num_workers=num_workers, seed=seed, cache=512)
     lit = LitVAE(CausalVAE(cfg), max_steps=steps)
     if _resume_path(out) is None:                                                  # a fresh run starts from the PCA code of (up to) 8 batches
-        dm.setup()
+        dm.setup()                                                                 # (fit sets it up again)
         pca_init(lit.vae, torch.cat([b['frames'] for b in itertools.islice(dm.train_dataloader(), 8)]))
     trainer = make_trainer(out, steps, devices, strategy, progress=progress, **trainer_kw)
     t0 = time.time()

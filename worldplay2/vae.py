@@ -235,12 +235,15 @@ class LitVAE(L.LightningModule):
 
 # %% ../nbs/02_vae.ipynb #3ac75faa
 @torch.no_grad()
-def pca_init(vae: CausalVAE, clips, max_blocks: int = 200_000, seed: int = 0):
-    "Set the linear patch paths of `vae` to the PCA code of the blocks of `clips` (B, 1 + 4k, 3, H, W) in [−1, 1]; zero the conv branches' outputs."
+def pca_init(vae: CausalVAE,
+             clips,                    # (B, 1 + t_factor·k, 3, H, W) in [−1, 1]: streams from their first frame
+             max_blocks: int = 200_000, # the PCA uses at most this many blocks, drawn at random
+             seed: int = 0):           # for that draw
+    "Set the linear patch paths of `vae` to the PCA code of the pixel blocks of `clips`; zero the conv branches' outputs."
     c = vae.config
     x = torch.cat([clips[:, :1].expand(-1, c.t_factor - 1, -1, -1, -1), clips], 1)       # a stream's first frame, padded as `encode` pads it
-    blocks = rearrange(vae.enc.patches(x), 'b k h w -> (b h w) k').double()
-    blocks = blocks[torch.randperm(len(blocks), generator=torch.Generator().manual_seed(seed))[:max_blocks]]
+    blocks = rearrange(vae.enc.patches(x), 'b k h w -> (b h w) k')
+    blocks = blocks[torch.randperm(len(blocks), generator=torch.Generator().manual_seed(seed))[:max_blocks]].double()
     mean = blocks.mean(0)
     U = torch.linalg.eigh(torch.cov((blocks - mean).T))[1][:, -c.z_ch:].flip(-1)   # (k, z_ch): the top principal directions
     vae.enc.linear.weight.copy_(U.T[..., None, None]); vae.enc.linear.bias.copy_(-U.T @ mean)
