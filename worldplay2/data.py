@@ -293,6 +293,7 @@ class WorldDataModule(L.LightningDataModule):
         self.batch_size, self.num_workers, self.val_fraction, self.seed = batch_size, num_workers, val_fraction, seed
 
     def setup(self, stage=None):
+        if hasattr(self, 'train_ds'): return          # once: an explicit call, fit and validate share the datasets and their caches
         paths = [p for r in self.roots for p in list_episodes(r)]
         if not paths: raise ValueError(f"no episodes under {self.roots}")
         self.train_paths, self.val_paths = split_episodes(paths, self.val_fraction)

@@ -66,12 +66,13 @@ def train_vae(data, out, preset: str = 'small', max_steps: int = None, batch_siz
     L.seed_everything(seed, verbose=False)
     dm = WorldDataModule(data, history=0, clip=cfg.n_frames(3), stride=4, batch_size=bs, num_workers=num_workers, seed=seed, cache=512)
     lit = LitVAE(CausalVAE(cfg), max_steps=steps)
-    if _resume_path(out) is None:                                                  # a fresh run starts from the PCA code of (up to) 8 batches
-        dm.setup()                                                                 # (fit sets it up again)
+    resume = _resume_path(out)
+    if resume is None:                                                             # a fresh run starts from the PCA code of (up to) 8 batches
+        dm.setup()
         pca_init(lit.vae, torch.cat([b['frames'] for b in itertools.islice(dm.train_dataloader(), 8)]))
     trainer = make_trainer(out, steps, devices, strategy, progress=progress, **trainer_kw)
     t0 = time.time()
-    trainer.fit(lit, dm, ckpt_path=_resume_path(out))
+    trainer.fit(lit, dm, ckpt_path=resume)
     if trainer.global_rank != 0: return {}
     vae = lit.vae.eval()
     fit_latent_stats(vae, dm.train_dataloader())
