@@ -69,7 +69,7 @@ def cmd_train(a):
     from worldplay2.train import train_vae, train_base
     runners = dict(vae=train_vae, base=train_base)
     devices = int(a.devices) if str(a.devices).isdigit() else a.devices
-    extra = dict(vae=a.vae) if a.stage == 'base' else {}
+    extra = dict(vae=a.vae, init=a.init, start_share=a.start_share, p_i2v=a.p_i2v) if a.stage == 'base' else {}
     m = runners[a.stage](a.data, a.out, a.preset, a.max_steps, a.batch_size, devices=devices, strategy=a.strategy,
                          num_workers=a.num_workers, seed=a.seed, progress=not a.quiet, **extra)
     if m: print(json.dumps(m))
@@ -130,6 +130,9 @@ def _train_parser(sub):
     t.add_argument('stage', choices=('vae', 'base'))
     t.add_argument('--vae', default=None, help='base: the trained vae/ folder whose latents the model learns')
     t.add_argument('--preset', choices=('tiny', 'small', 'base'), default='small')
+    t.add_argument('--init', default=None, help="base: start from this model/ folder of an earlier run (stage 2 after stage 1)")
+    t.add_argument('--start-share', type=float, default=0.5, help="base: share of training windows that start at a stream's lone first frame")
+    t.add_argument('--p-i2v', type=float, default=None, help="base: chance that a window's first latent is given clean (default: the model config's)")
     t.add_argument('--data', required=True, nargs='+', help='episode folder(s)')
     t.add_argument('--out', required=True, help='run folder: checkpoints, logs, final model, metrics.json')
     t.add_argument('--max-steps', type=int, default=None)

@@ -64,15 +64,16 @@ def mirror_actions(actions):
 
 # %% ../nbs/03_controls.ipynb #99880813
 class ActionInjection(nn.Module):
-    "Eq. 2: `h <- h + F([h ⊕ e_t])`, e_t broadcast over the S spatial tokens of its latent frame; F's last layer starts at zero."
+    "Eq. 2: `h <- h + F([LN(h) ⊕ e_t])`, e_t broadcast over the S spatial tokens of its latent frame; F's last layer starts at zero."
     def __init__(self, d_model: int, d_action: int):
         super().__init__()
+        self.norm = nn.LayerNorm(d_model, elementwise_affine=False, eps=1e-6)
         self.F = nn.Sequential(nn.Linear(d_model + d_action, d_model), nn.SiLU(), nn.Linear(d_model, d_model))
         nn.init.zeros_(self.F[-1].weight); nn.init.zeros_(self.F[-1].bias)
 
     def forward(self, h, e, S: int):
         "h (B, n·S, D) tokens frame by frame; e (B, n, d_action)."
-        return h + self.F(torch.cat([h, repeat(e, 'b n d -> b (n s) d', s=S)], -1))
+        return h + self.F(torch.cat([self.norm(h), repeat(e, 'b n d -> b (n s) d', s=S)], -1))
 
 # %% ../nbs/03_controls.ipynb #00202f1b
 FIELDS = ('scene', 'character', 'event')

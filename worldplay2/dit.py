@@ -29,6 +29,7 @@ class DiTConfig:
     shift: float = 3.0            # timestep shift of the flow-matching schedule
     p_uncond: float = 0.1         # caption dropout, for classifier-free guidance
     p_i2v: float = 0.5            # chance that a training clip keeps its first latent clean (image-to-world)
+    p_frame_sigma: float = 0.5    # chance that a training clip draws one noise level per latent instead of one for the whole clip
     pred: str = 'v'               # what the head predicts: 'v' directly, or 'x0', turned into v = (x_σ − x0)/max(σ, sigma_floor)
     sigma_floor: float = 0.05
 
@@ -55,7 +56,7 @@ def model_config(preset: str) -> ModelConfig:
     if preset not in ('tiny', 'small', 'base'): raise ValueError(f"unknown preset '{preset}'; known: tiny, small, base")
     v = vae_config(preset)
     dit = dict(tiny=DiTConfig(z_ch=v.z_ch, latent_res=v.latent_res, patch=1, d_model=64, depth=2, heads=2),
-               small=DiTConfig(z_ch=v.z_ch, latent_res=v.latent_res, patch=4, d_model=256, depth=8, heads=4, pred='x0'),
+               small=DiTConfig(z_ch=v.z_ch, latent_res=v.latent_res, patch=4, d_model=256, depth=8, heads=4, pred='x0', shift=10.0),
                base=DiTConfig(z_ch=v.z_ch, latent_res=v.latent_res, patch=2, d_model=1024, depth=24, heads=16, pred='x0'))[preset]
     ctl = dict(tiny=ControlConfig(d_action=32, d_text=32, text_layers=1, text_heads=2, t_factor=v.t_factor),
                small=ControlConfig(d_action=64, d_text=128, text_layers=2, text_heads=4, t_factor=v.t_factor),
@@ -232,7 +233,9 @@ def flow_step(model: WorldModel, fm: FlowMatching, z0, actions, captions, genera
     "Flow-matching loss of `model` on clean latents z0 (B, n, C, h, w) with actions (B, T, 6) and caption field lists."
     c, (B, n) = model.config.dit, z0.shape[:2]
     dev = generator.device if generator is not None else z0.device          # draw where the generator lives (a CPU one on a GPU run)
-    sigma = fm.sample_sigma((B, 1), generator, dev).to(z0.device).expand(B, n).clone()
+    sigma = fm.sample_sigma((B, n), generator, dev)
+    shared = torch.rand(B, 1, generator=generator, device=dev) >= c.p_frame_sigma
+    sigma = torch.where(shared, sigma[:, :1].expand(B, n), sigma).to(z0.device)
     i2v = (torch.rand(B, generator=generator, device=dev) < c.p_i2v).to(z0.device)
     sigma[:, 0] = torch.where(i2v, 0.0, sigma[:, 0])
     drop = (torch.rand(B, generator=generator, device=dev) < c.p_uncond).tolist()

@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['VAE_TRAIN', 'BASE_TRAIN', 'PRETRAINED_DIR', 'check_latents_match', 'check_data', 'make_trainer', 'train_vae',
-           'encode_latents', 'LatentDataset', 'LitWorld', 'save_world', 'load_world', 'train_base', 'pretrained',
-           'bench_train_step']
+           'vae_fingerprint', 'encode_latents', 'LatentDataset', 'LitWorld', 'save_world', 'load_world', 'train_base',
+           'pretrained', 'bench_train_step']
 
 # %% ../nbs/05_training.ipynb #f418d020
 import itertools, json, math, os, time
@@ -83,26 +83,47 @@ def train_vae(data, out, preset: str = 'small', max_steps: int = None, batch_siz
     return metrics
 
 # %% ../nbs/05_training.ipynb #f5af455d
+def vae_fingerprint(vae: CausalVAE) -> str:
+    "A short hash of the VAE's weights, not counting its latent statistics."
+    import hashlib
+    h = hashlib.sha1()
+    for k, v in sorted(vae.state_dict().items()):
+        if k not in ('z_mean', 'z_std'): h.update(k.encode()); h.update(v.detach().float().cpu().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+def _renormalize(d: dict, mean, std) -> dict:
+    "Latent arrays of a stored `latents.npz` dict moved from its statistics to (`mean`, `std`)."
+    f = lambda z: ((z.astype(np.float32)*d['z_std'][:, None, None] + d['z_mean'][:, None, None] - mean[:, None, None])/std[:, None, None]).astype(np.float16)
+    return dict(d, z=f(d['z']), starts_z=f(d['starts_z']), z_mean=mean, z_std=std)
+
 @torch.no_grad()
 def encode_latents(vae: CausalVAE, roots, out, progress: bool = True, start_every: int = 48, start_latents: int = 5) -> list:
     """Encode every episode under `roots` into `out/<episode>/latents.npz` (normalised z, float16) with its caption, meta and actions,
-    plus fresh streams of `start_latents` latents starting every `start_every` frames (`starts_z`, `starts_at`). Skips done ones."""
+    plus fresh streams of `start_latents` latents starting every `start_every` frames (`starts_z`, `starts_at`), the VAE's fingerprint
+    and statistics. Keeps what this VAE encoded, re-normalises it if the statistics changed, and re-encodes latents of another VAE."""
     import shutil
     from tqdm.auto import tqdm
     roots = [roots] if isinstance(roots, (str, Path)) else list(roots)
     eps, out, done = [p for r in roots for p in list_episodes(r)], Path(out), []
     check_data(roots, vae.config.res)
+    fp, mean, std = vae_fingerprint(vae), vae.z_mean.numpy().copy(), vae.z_std.numpy().copy()
     enc = lambda f: vae.normalize(vae.encode(torch.from_numpy(f).permute(0, 1, 4, 2, 3).float()/127.5 - 1)[0]).half().numpy()
     for p in tqdm(eps, desc='encoding latents', disable=not progress):
         dst = out/p.name
-        if not (dst/'latents.npz').exists():
+        old = dict(np.load(dst/'latents.npz')) if (dst/'latents.npz').exists() else {}
+        if str(old.get('vae', '')) == fp:
+            if not (np.array_equal(old['z_mean'], mean) and np.array_equal(old['z_std'], std)):
+                tmp = dst/'latents.npz.tmp'
+                with open(tmp, 'wb') as fh: np.savez(fh, **_renormalize(old, mean, std))
+                tmp.replace(dst/'latents.npz')
+        else:
             ep = read_episode(p)
             T, Ts = vae.config.n_frames(vae.config.n_latents(len(ep))), vae.config.n_frames(start_latents)
             z = enc(ep.frames[None, :T])[0]                                           # (n, C, h, w)
             at = np.arange(start_every, len(ep) - Ts + 1, start_every) if start_every else np.zeros(0, int)
             zs = enc(np.stack([ep.frames[s:s + Ts] for s in at])) if len(at) else np.zeros((0, start_latents) + z.shape[1:], np.float16)
             def fill(tmp, p=p, z=z, zs=zs, at=at, ep=ep):
-                np.savez(tmp/'latents.npz', z=z, actions=ep.actions, starts_z=zs, starts_at=at)
+                np.savez(tmp/'latents.npz', z=z, actions=ep.actions, starts_z=zs, starts_at=at, vae=fp, z_mean=mean, z_std=std)
                 for f in ('caption.json', 'meta.json'): shutil.copy(p/f, tmp/f)
             _atomic_dir(dst, fill, overwrite=True)
         done.append(dst)
@@ -122,6 +143,12 @@ class LatentDataset(torch.utils.data.Dataset):
                          for k in range(len(d['starts_z']))]
 
     def __len__(self): return len(self.windows)
+
+    def weights(self, start_share: float = 0.5):
+        "Per-window sampling weights (summing to 1) that draw stream-start windows with probability `start_share` (when both kinds exist)."
+        f = np.array([j == 0 for _, j, _ in self.windows])
+        if f.all() or not f.any(): return np.full(len(f), 1/len(f))
+        return np.where(f, start_share/f.sum(), (1 - start_share)/(~f).sum())
 
     def __getitem__(self, idx):
         i, j, k = self.windows[idx]
@@ -182,21 +209,31 @@ BASE_TRAIN = dict(tiny=dict(max_steps=200, batch_size=8, lr=1e-3), small=dict(ma
                   base=dict(max_steps=200_000, batch_size=64, lr=1e-4))
 
 def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_size: int = None, devices=1, strategy='auto',
-               num_workers: int = 0, seed: int = 0, progress: bool = True, vae=None, n_latents: int = 5, **trainer_kw) -> dict:
-    "Stages 1–2: encode the episodes under `data` with the trained VAE (`vae`: its folder), then train the bidirectional WorldModel of `preset`."
+               num_workers: int = 0, seed: int = 0, progress: bool = True, vae=None, n_latents: int = 5, start_share: float = 0.5,
+               init=None, p_i2v: float = None, **trainer_kw) -> dict:
+    """Stages 1–2: encode the episodes under `data` with the trained VAE (`vae`: its folder), then train the bidirectional WorldModel of
+    `preset` — from scratch, or from the model/ folder `init` of an earlier run (its config; `preset` then only names the run).
+    A `start_share` of the training windows (drawn with replacement) start at a stream's lone first frame; `p_i2v` overrides the
+    chance that a window's first latent is given clean."""
     out = Path(out)
     if vae is None: raise ValueError("train base needs the trained VAE: pass vae=DIR (the vae/ folder of `worldplay2 train vae`)")
     v = load_vae(vae)
-    cfg = model_config(preset)
-    check_latents_match(v.config, cfg.vae, f"{vae}: the VAE", f"preset {preset}")
+    model = load_world(init) if init is not None else None
+    cfg = model.config if model is not None else model_config(preset)
+    check_latents_match(v.config, cfg.vae, f"{vae}: the VAE", f"the model of {init}" if init is not None else f"preset {preset}")
     cfg.vae = v.config
+    if p_i2v is not None: cfg.dit.p_i2v = p_i2v
     paths = encode_latents(v, data, out/'latents', progress)
     train, val = split_episodes(paths)
     steps, bs, lr = (max_steps or BASE_TRAIN[preset]['max_steps']), (batch_size or BASE_TRAIN[preset]['batch_size']), BASE_TRAIN[preset]['lr']
     L.seed_everything(seed, verbose=False)
-    mk = lambda ps, sh: torch.utils.data.DataLoader(LatentDataset(ps, n_latents), batch_size=bs, shuffle=sh, num_workers=num_workers,
-                                                    generator=torch.Generator().manual_seed(seed))
-    lit = LitWorld(WorldModel(cfg), lr=lr, max_steps=steps)
+    def mk(ps, train: bool):
+        ds, g = LatentDataset(ps, n_latents), torch.Generator().manual_seed(seed)
+        w = torch.from_numpy(ds.weights(start_share))
+        sampler = (torch.utils.data.WeightedRandomSampler(w, len(ds), replacement=True, generator=g) if train
+                   else torch.multinomial(w, min(len(ds), 8*bs), generator=g).tolist())      # validation: the same windows every time
+        return torch.utils.data.DataLoader(ds, batch_size=bs, sampler=sampler, num_workers=num_workers)
+    lit = LitWorld(model if model is not None else WorldModel(cfg), lr=lr, max_steps=steps)
     trainer = make_trainer(out, steps, devices, strategy, progress=progress, **trainer_kw)
     t0 = time.time()
     trainer.fit(lit, mk(train, True), mk(val, False), ckpt_path=_resume_path(out))
@@ -204,7 +241,8 @@ def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_si
     save_world(lit.model, out/'model')
     v = trainer.validate(lit, mk(val, False), verbose=False)[0]
     metrics = dict(stage='base', preset=preset, steps=int(trainer.global_step), batch_size=bs, episodes=len(paths), val_loss=round(v['val/loss'], 4),
-                   val_loss_mirrored=round(v['val/loss_mirrored'], 4),
+                   val_loss_mirrored=round(v['val/loss_mirrored'], 4), init=None if init is None else str(init), start_share=start_share,
+                   p_i2v=cfg.dit.p_i2v,
                    wall_s_this_run=round(time.time() - t0, 1), params=sum(p.numel() for p in lit.model.parameters()))
     write_json_atomic(out/'metrics.json', metrics)
     return metrics

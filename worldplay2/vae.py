@@ -286,10 +286,11 @@ def load_vae(path) -> CausalVAE:
 
 @torch.no_grad()
 def fit_latent_stats(vae: CausalVAE, loader, batches: int = 20):
-    "Set `vae.z_mean`/`z_std` to the per-channel mean and standard deviation of latent means over `batches` batches."
+    """Set `vae.z_mean` to the per-channel mean of latent means over `batches` batches, and every entry of `vae.z_std` to one
+    shared scale: the root mean square of the channels' standard deviations (so normalised latents have unit variance overall)."""
     zs = [vae.encode(b['frames'])[0].transpose(1, 2).flatten(2) for b, _ in zip(loader, range(batches))]   # (B, C, n·h·w)
     z = torch.cat(zs, 0).transpose(0, 1).flatten(1)
-    vae.z_mean.copy_(z.mean(1)); vae.z_std.copy_(z.std(1).clamp_min(1e-4))
+    vae.z_mean.copy_(z.mean(1)); vae.z_std.fill_(z.var(1).mean().sqrt().clamp_min(1e-4).item())
     return vae
 
 # %% ../nbs/02_vae.ipynb #cca0b1b9
