@@ -98,13 +98,13 @@ def cmd_bench_train(a):
 # %% ../nbs/90_cli.ipynb #adadbe2b
 def cmd_eval_control(a):
     "Control accuracy of a trained base model against the world's true renders (held-out episodes)."
-    from worldplay2.train import load_world, pretrained, check_latents_match
+    from worldplay2.train import load_world, pretrained, check_latents_match, check_latent_stats
     from worldplay2.vae import load_vae
     from worldplay2.control_eval import eval_control, model_generator
     from worldplay2.data import list_episodes, split_episodes, samples_dir
     if (a.checkpoint is None) != (a.vae is None): raise ValueError("pass both --checkpoint DIR (model/ of `worldplay2 train base`) and --vae DIR (its vae/), or neither for the shipped small model")
     model, vae = load_world(a.checkpoint or pretrained('small-base')), load_vae(a.vae or pretrained('small-vae'))
-    check_latents_match(vae.config, model.config.vae, 'the VAE', 'the model')
+    check_latents_match(vae.config, model.config.vae, 'the VAE', 'the model'); check_latent_stats(model, vae)
     eps = [p for p in list_episodes(a.data or samples_dir()) if (p/'frames.npz').exists()]
     held_out = (split_episodes(eps)[1] or eps) if a.data else eps          # the samples' worlds are never trained on
     res = eval_control(model_generator(model, vae, a.steps, a.cfg), held_out, clip=a.clip, res=vae.config.res, max_clips=a.clips)

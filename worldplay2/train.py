@@ -4,11 +4,11 @@
 
 # %% auto #0
 __all__ = ['VAE_TRAIN', 'BASE_TRAIN', 'PRETRAINED_DIR', 'check_latents_match', 'check_data', 'make_trainer', 'train_vae',
-           'vae_fingerprint', 'encode_latents', 'LatentDataset', 'LitWorld', 'save_world', 'load_world', 'train_base',
-           'pretrained', 'bench_train_step']
+           'vae_fingerprint', 'encode_latents', 'LatentDataset', 'LitWorld', 'save_world', 'check_latent_stats',
+           'load_world', 'train_base', 'pretrained', 'bench_train_step']
 
 # %% ../nbs/05_training.ipynb #f418d020
-import itertools, json, math, os, time
+import itertools, json, math, os, tempfile, time
 from dataclasses import asdict
 from pathlib import Path
 import torch
@@ -110,12 +110,13 @@ def encode_latents(vae: CausalVAE, roots, out, progress: bool = True, start_ever
     enc = lambda f: vae.normalize(vae.encode(torch.from_numpy(f).permute(0, 1, 4, 2, 3).float()/127.5 - 1)[0]).half().numpy()
     for p in tqdm(eps, desc='encoding latents', disable=not progress):
         dst = out/p.name
-        old = dict(np.load(dst/'latents.npz')) if (dst/'latents.npz').exists() else {}
+        try: old = dict(np.load(dst/'latents.npz')) if (dst/'latents.npz').exists() else {}
+        except Exception: old = {}                                                 # unreadable: encode again
         if str(old.get('vae', '')) == fp:
             if not (np.array_equal(old['z_mean'], mean) and np.array_equal(old['z_std'], std)):
-                tmp = dst/'latents.npz.tmp'
-                with open(tmp, 'wb') as fh: np.savez(fh, **_renormalize(old, mean, std))
-                tmp.replace(dst/'latents.npz')
+                fd, tmp = tempfile.mkstemp(prefix='latents.', suffix='.tmp', dir=dst)
+                with os.fdopen(fd, 'wb') as fh: np.savez(fh, **_renormalize(old, mean, std))
+                os.replace(tmp, dst/'latents.npz')
         else:
             ep = read_episode(p)
             T, Ts = vae.config.n_frames(vae.config.n_latents(len(ep))), vae.config.n_frames(start_latents)
@@ -189,10 +190,19 @@ class LitWorld(L.LightningModule):
         return dict(optimizer=opt, lr_scheduler=dict(scheduler=torch.optim.lr_scheduler.LambdaLR(opt, f), interval='step'))
 
 # %% ../nbs/05_training.ipynb #b9762ec6
-def save_world(model: WorldModel, path, dtype=torch.float32):
-    "Write a `WorldModel` to the folder `path`: config.json and model.safetensors."
+def save_world(model: WorldModel, path, dtype=torch.float32, vae: CausalVAE = None):
+    "Write a `WorldModel` to the folder `path`: config.json (with the latent statistics of `vae`, the VAE it learnt) and model.safetensors."
     c = model.config
-    return save_weights(model, path, dict(model='WorldModel', vae=asdict(c.vae), dit=asdict(c.dit), control=asdict(c.control)), dtype)
+    cfg = dict(model='WorldModel', vae=asdict(c.vae), dit=asdict(c.dit), control=asdict(c.control))
+    stats = getattr(model, 'latent_stats', None) if vae is None else dict(z_mean=vae.z_mean.tolist(), z_std=vae.z_std.tolist())
+    if stats: cfg['latents'] = stats
+    return save_weights(model, path, cfg, dtype)
+
+def check_latent_stats(model: WorldModel, vae: CausalVAE, who: str = 'the model'):
+    "Raise if `model` records latent statistics (see `save_world`) other than `vae`'s: it learnt latents scaled another way."
+    st = getattr(model, 'latent_stats', None)
+    if st and not (np.allclose(st['z_std'], vae.z_std.numpy(), rtol=1e-2) and np.allclose(st['z_mean'], vae.z_mean.numpy(), rtol=1e-2, atol=1e-2)):
+        raise ValueError(f"{who} learnt latents normalised with other statistics than this VAE's: use the VAE it was trained with")
 
 def load_world(path) -> WorldModel:
     "Load a `WorldModel` written by `save_world` (float32, eval mode)."
@@ -203,6 +213,7 @@ def load_world(path) -> WorldModel:
     vc = dict(cfg['vae'], widths=tuple(cfg['vae']['widths']))
     model = WorldModel(ModelConfig(VAEConfig(**vc), DiTConfig(**cfg['dit']), ControlConfig(**cfg['control'])))
     model.load_state_dict(sd)
+    model.latent_stats = cfg.get('latents')
     return model.eval()
 
 BASE_TRAIN = dict(tiny=dict(max_steps=200, batch_size=8, lr=1e-3), small=dict(max_steps=1500, batch_size=8, lr=3e-4),
@@ -212,13 +223,16 @@ def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_si
                num_workers: int = 0, seed: int = 0, progress: bool = True, vae=None, n_latents: int = 5, start_share: float = 0.5,
                init=None, p_i2v: float = None, **trainer_kw) -> dict:
     """Stages 1–2: encode the episodes under `data` with the trained VAE (`vae`: its folder), then train the bidirectional WorldModel of
-    `preset` — from scratch, or from the model/ folder `init` of an earlier run (its config; `preset` then only names the run).
-    A `start_share` of the training windows (drawn with replacement) start at a stream's lone first frame; `p_i2v` overrides the
-    chance that a window's first latent is given clean."""
+    `preset` — from scratch, or from the model/ folder `init` of an earlier run (its network config; `preset` still sets the
+    step count, batch size and learning rate). A `start_share` of the training windows (drawn with replacement) start at a stream's
+    lone first frame; `p_i2v` overrides the chance that a window's first latent is given clean."""
     out = Path(out)
     if vae is None: raise ValueError("train base needs the trained VAE: pass vae=DIR (the vae/ folder of `worldplay2 train vae`)")
+    for name, x in (('start_share', start_share), ('p_i2v', p_i2v)):
+        if x is not None and not 0 <= x <= 1: raise ValueError(f"{name} must be in [0, 1], got {x}")
     v = load_vae(vae)
-    model = load_world(init) if init is not None else None
+    model = load_world(init).train() if init is not None else None
+    if model is not None: check_latent_stats(model, v, f"the model of {init}")
     cfg = model.config if model is not None else model_config(preset)
     check_latents_match(v.config, cfg.vae, f"{vae}: the VAE", f"the model of {init}" if init is not None else f"preset {preset}")
     cfg.vae = v.config
@@ -229,19 +243,21 @@ def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_si
     L.seed_everything(seed, verbose=False)
     def mk(ps, train: bool):
         ds, g = LatentDataset(ps, n_latents), torch.Generator().manual_seed(seed)
-        w = torch.from_numpy(ds.weights(start_share))
-        sampler = (torch.utils.data.WeightedRandomSampler(w, len(ds), replacement=True, generator=g) if train
-                   else torch.multinomial(w, min(len(ds), 8*bs), generator=g).tolist())      # validation: the same windows every time
+        if not len(ds): raise ValueError(f"no window of {n_latents} latents in the {'training' if train else 'validation'} episodes: need more or longer episodes")
+        if train: sampler = torch.utils.data.WeightedRandomSampler(torch.from_numpy(ds.weights(start_share)), len(ds), replacement=True, generator=g)
+        else:                                                    # validation: the same windows every time, half of them stream starts, whatever start_share is
+            w = torch.from_numpy(ds.weights(0.5))
+            sampler = torch.multinomial(w, min(8*bs, int((w > 0).sum())), generator=g).tolist()
         return torch.utils.data.DataLoader(ds, batch_size=bs, sampler=sampler, num_workers=num_workers)
     lit = LitWorld(model if model is not None else WorldModel(cfg), lr=lr, max_steps=steps)
     trainer = make_trainer(out, steps, devices, strategy, progress=progress, **trainer_kw)
     t0 = time.time()
     trainer.fit(lit, mk(train, True), mk(val, False), ckpt_path=_resume_path(out))
     if trainer.global_rank != 0: return {}
-    save_world(lit.model, out/'model')
-    v = trainer.validate(lit, mk(val, False), verbose=False)[0]
-    metrics = dict(stage='base', preset=preset, steps=int(trainer.global_step), batch_size=bs, episodes=len(paths), val_loss=round(v['val/loss'], 4),
-                   val_loss_mirrored=round(v['val/loss_mirrored'], 4), init=None if init is None else str(init), start_share=start_share,
+    save_world(lit.model, out/'model', vae=v)
+    r = trainer.validate(lit, mk(val, False), verbose=False)[0]
+    metrics = dict(stage='base', preset=preset, steps=int(trainer.global_step), batch_size=bs, episodes=len(paths), val_loss=round(r['val/loss'], 4),
+                   val_loss_mirrored=round(r['val/loss_mirrored'], 4), init=None if init is None else str(init), start_share=start_share,
                    p_i2v=cfg.dit.p_i2v,
                    wall_s_this_run=round(time.time() - t0, 1), params=sum(p.numel() for p in lit.model.parameters()))
     write_json_atomic(out/'metrics.json', metrics)
