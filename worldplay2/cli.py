@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['cmd_preview', 'cmd_data_generate', 'cmd_data_samples', 'one_core', 'cmd_bench_world', 'cmd_train', 'cmd_bench_vae',
-           'cmd_bench_train', 'cmd_eval_control', 'parser', 'main']
+           'cmd_bench_train', 'cmd_bench_memory', 'cmd_eval_control', 'cmd_eval_revisit', 'parser', 'main']
 
 # %% ../nbs/90_cli.ipynb #07f35a5d
 import argparse, json, os, sys, time
@@ -67,9 +67,20 @@ def cmd_bench_world(a):
 def cmd_train(a):
     "Train one stage."
     from worldplay2.train import train_vae, train_base
-    runners = dict(vae=train_vae, base=train_base)
+    from worldplay2.compressor import train_compressor
+    from worldplay2.teacher_forcing import train_forcing
+    def forcing(mode):
+        def run(data, out, preset, max_steps, batch_size, init=None, vae=None, compressor=None, **kw):
+            return train_forcing(data, out, mode, init, vae, compressor, preset, max_steps, batch_size, **kw)
+        return run
+    runners = dict(vae=train_vae, base=train_base, compressor=train_compressor, teacher=forcing('teacher'), student=forcing('student'))
     devices = int(a.devices) if str(a.devices).isdigit() else a.devices
-    extra = dict(vae=a.vae, init=a.init, start_share=a.start_share, p_i2v=a.p_i2v) if a.stage == 'base' else {}
+    need = dict(base=('vae',), compressor=('vae', 'model'), teacher=('vae', 'init'), student=('vae', 'init')).get(a.stage, ())
+    missing = [f'--{k}' for k in need if getattr(a, k) is None]
+    if missing: raise ValueError(f"train {a.stage} needs {' and '.join(missing)}")
+    memory = dict(init=a.init, vae=a.vae, compressor=a.compressor, window=a.window)
+    extra = dict(base=dict(vae=a.vae, init=a.init, start_share=a.start_share, p_i2v=a.p_i2v, p_high_sigma=a.p_high_sigma),
+                 compressor=dict(vae=a.vae, model=a.model, window=a.window), teacher=memory, student=memory).get(a.stage, {})
     m = runners[a.stage](a.data, a.out, a.preset, a.max_steps, a.batch_size, devices=devices, strategy=a.strategy,
                          num_workers=a.num_workers, seed=a.seed, progress=not a.quiet, **extra)
     if m: print(json.dumps(m))
@@ -95,6 +106,14 @@ def cmd_bench_train(a):
     print(json.dumps(res) if a.json else res)
     return res
 
+def cmd_bench_memory(a):
+    "Context tokens and time per chunk by horizon, and training-step cost, compressed vs full-context memory."
+    from worldplay2.teacher_forcing import bench_memory, bench_memory_train
+    res = bench_memory(a.preset, tuple(a.horizons), a.chunk, a.steps)
+    if not a.no_train: res['training'] = bench_memory_train(a.preset, tuple(a.train_horizons), a.limit_gb)
+    print(json.dumps(res) if a.json else res)
+    return res
+
 # %% ../nbs/90_cli.ipynb #adadbe2b
 def cmd_eval_control(a):
     "Control accuracy of a trained base model against the world's true renders (held-out episodes)."
@@ -111,6 +130,22 @@ def cmd_eval_control(a):
     print(json.dumps(res) if a.json else res)
     return res
 
+def cmd_eval_revisit(a):
+    "RevisitBench on loop episodes: generated vs generated at the same pose, and vs the true frames, per memory variant."
+    from worldplay2.teacher_forcing import load_memory_world
+    from worldplay2.train import check_latent_stats
+    from worldplay2.vae import load_vae
+    from worldplay2.revisit import eval_revisit
+    from worldplay2.data import list_episodes, split_episodes, samples_dir
+    mw, vae = load_memory_world(a.checkpoint), load_vae(a.vae)
+    check_latent_stats(mw.model, vae)
+    models = {k: load_memory_world(p) for k, p in (('full', a.full), ('window', a.window)) if p}
+    eps = [p for p in list_episodes(a.data or samples_dir()) if (p/'frames.npz').exists()]
+    held_out = (split_episodes(eps)[1] or eps) if a.data else eps
+    res = eval_revisit(mw, vae, held_out, clip=a.clip, steps=a.steps, max_episodes=a.episodes, models=models)
+    print(json.dumps(res) if a.json else res)
+    return res
+
 def _eval_parser(sub):
     e = sub.add_parser('eval', help='evaluations (JSON with --json)').add_subparsers(dest='sub', required=True)
     c = e.add_parser('control', help='generated clips vs true renders, copy-first baseline, wrong actions, action accuracy')
@@ -123,16 +158,32 @@ def _eval_parser(sub):
     c.add_argument('--cfg', type=float, default=1.0)
     c.add_argument('--json', action='store_true')
     c.set_defaults(fn=cmd_eval_control)
+    r = e.add_parser('revisit', help='loop closure: generated vs generated at the same pose and vs true frames, compressed / full / no memory')
+    r.add_argument('--checkpoint', required=True, help='a model/ folder with memory (`worldplay2 train teacher` or `student`)')
+    r.add_argument('--vae', required=True, help='the vae/ folder it was trained with')
+    r.add_argument('--full', default=None, help='a model trained with full-context memory for that variant (default: --checkpoint in full mode)')
+    r.add_argument('--window', default=None, help='a model trained without memory for that variant (default: --checkpoint in window mode)')
+    r.add_argument('--data', default=None, help="episode folder with loop episodes at the model's resolution (validation split); default: the samples")
+    r.add_argument('--clip', type=int, default=8, help='latents generated per clip')
+    r.add_argument('--steps', type=int, default=8, help='denoising steps per clip')
+    r.add_argument('--episodes', type=int, default=8)
+    r.add_argument('--json', action='store_true')
+    r.set_defaults(fn=cmd_eval_revisit)
 
 # %% ../nbs/90_cli.ipynb #0622852c
 def _train_parser(sub):
     t = sub.add_parser('train', help='train a curriculum stage (resumable)')
-    t.add_argument('stage', choices=('vae', 'base'))
-    t.add_argument('--vae', default=None, help='base: the trained vae/ folder whose latents the model learns')
+    t.add_argument('stage', choices=('vae', 'base', 'compressor', 'teacher', 'student'))
+    t.add_argument('--vae', default=None, help='base, compressor, teacher, student: the trained vae/ folder whose latents the model learns')
+    t.add_argument('--model', default=None, help="compressor: the world model/ folder whose patchifier the coarse branch borrows")
+    t.add_argument('--compressor', default=None, help="teacher: the compressor/ folder of `train compressor` (stage 1) to start from")
+    t.add_argument('--window', type=int, default=None, help="compressor, teacher, student: latents per training window (default: the preset's)")
     t.add_argument('--preset', choices=('tiny', 'small', 'base'), default='small')
-    t.add_argument('--init', default=None, help="base: start from this model/ folder of an earlier run (stage 2 after stage 1)")
+    t.add_argument('--init', default=None, help="base: start from this model/ folder (stage 2 after stage 1); teacher: the base model "
+                   "(or a model with memory); student: the teacher's model/ folder")
     t.add_argument('--start-share', type=float, default=0.5, help="base: share of training windows that start at a stream's lone first frame")
     t.add_argument('--p-i2v', type=float, default=None, help="base: chance that a window's first latent is given clean (default: the model config's)")
+    t.add_argument('--p-high-sigma', type=float, default=None, help="base: chance that a window's noise level is drawn from [0.9, 1] (default: the model config's)")
     t.add_argument('--data', required=True, nargs='+', help='episode folder(s)')
     t.add_argument('--out', required=True, help='run folder: checkpoints, logs, final model, metrics.json')
     t.add_argument('--max-steps', type=int, default=None)
@@ -184,6 +235,16 @@ def _bench_parser(sub):
     t.add_argument('--steps', type=int, default=3)
     t.add_argument('--json', action='store_true')
     t.set_defaults(fn=cmd_bench_train)
+    m = b.add_parser('memory', help='context tokens and ms per chunk by horizon; training step time and peak memory: compressed vs full context')
+    m.add_argument('--preset', choices=('tiny', 'small', 'base'), default='small')
+    m.add_argument('--horizons', type=int, nargs='+', default=[16, 64, 256, 1024])
+    m.add_argument('--chunk', type=int, default=2)
+    m.add_argument('--steps', type=int, default=4, help='denoising steps per chunk')
+    m.add_argument('--train-horizons', type=int, nargs='+', default=[16, 32, 64, 128, 256, 512, 1024])
+    m.add_argument('--limit-gb', type=float, default=20.0, help='address-space limit of each training-step process')
+    m.add_argument('--no-train', action='store_true', help='skip the training-step part')
+    m.add_argument('--json', action='store_true')
+    m.set_defaults(fn=cmd_bench_memory)
 
 def _preview_parser(sub):
     p = sub.add_parser('preview', help='render a preview of the world: mp4 per episode kind and a contact sheet')

@@ -71,9 +71,10 @@ class ActionInjection(nn.Module):
         self.F = nn.Sequential(nn.Linear(d_model + d_action, d_model), nn.SiLU(), nn.Linear(d_model, d_model))
         nn.init.zeros_(self.F[-1].weight); nn.init.zeros_(self.F[-1].bias)
 
-    def forward(self, h, e, S: int):
-        "h (B, n·S, D) tokens frame by frame; e (B, n, d_action)."
-        return h + self.F(torch.cat([self.norm(h), repeat(e, 'b n d -> b (n s) d', s=S)], -1))
+    def forward(self, h, e, slot):
+        "h (B, N, D); e (B, n, d_action); slot: S (tokens frame by frame, S per frame) or each token's frame index (N,)."
+        e = repeat(e, 'b n d -> b (n s) d', s=slot) if isinstance(slot, int) else e[:, slot]
+        return h + self.F(torch.cat([self.norm(h), e], -1))
 
 # %% ../nbs/03_controls.ipynb #00202f1b
 FIELDS = ('scene', 'character', 'event')

@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['DiTConfig', 'ModelConfig', 'model_config', 'rope_angles', 'apply_rope', 'token_positions', 'timestep_embedding',
-           'modulate', 'Attention', 'DiTBlock', 'WorldDiT', 'WorldModel', 'frame_causal_mask', 'shift_sigma',
-           'FlowMatching', 'EulerSampler', 'flow_step']
+           'modulate', 'Attention', 'DiTBlock', 'MemoryTokens', 'WorldDiT', 'WorldModel', 'frame_causal_mask',
+           'shift_sigma', 'FlowMatching', 'EulerSampler', 'flow_step']
 
 # %% ../nbs/04_dit.ipynb #9b3c7515
 import math
@@ -30,6 +30,8 @@ class DiTConfig:
     p_uncond: float = 0.1         # caption dropout, for classifier-free guidance
     p_i2v: float = 0.5            # chance that a training clip keeps its first latent clean (image-to-world)
     p_frame_sigma: float = 0.5    # chance that a training clip draws one noise level per latent instead of one for the whole clip
+    p_high_sigma: float = 0.0     # chance that a training clip's noise level is drawn uniformly from [high_sigma, 1] (action training)
+    high_sigma: float = 0.9
     pred: str = 'v'               # what the head predicts: 'v' directly, or 'x0', turned into v = (x_σ − x0)/max(σ, sigma_floor)
     sigma_floor: float = 0.05
 
@@ -101,11 +103,19 @@ class Attention(nn.Module):
         self.heads = heads
         self.q, self.kv, self.o = nn.Linear(d, d), nn.Linear(d_kv or d, 2*d), nn.Linear(d, d)
 
-    def forward(self, x, kv=None, ang=None, mask=None):
-        "x (B, N, D); kv (B, M, Dkv) or None for self-attention; mask: bool, True = may attend, broadcastable to (B, H, N, M)."
+    def keys(self, kv):
+        "(k, v) (B, H, M, Dh) of the tokens kv (B, M, Dkv)."
+        return tuple(rearrange(self.kv(kv), 'b m (two h d) -> two b h m d', two=2, h=self.heads))
+
+    def forward(self, x, kv=None, ang=None, mask=None, past=None, keep=None):
+        """x (B, N, D); kv (B, M, Dkv), its cached (k, v), or None for self-attention; mask: bool, True = may attend, broadcastable to (B, H, N, P + M).
+        `past`: (k, v) (B, H, P, Dh) of earlier tokens (RoPE applied), attended before the sequence's own; `keep`: a list that gets
+        this sequence's own (k, v) — how a KV cache is filled and read."""
         q = rearrange(self.q(x), 'b n (h d) -> b h n d', h=self.heads)
-        k, v = rearrange(self.kv(x if kv is None else kv), 'b m (two h d) -> two b h m d', two=2, h=self.heads)
+        k, v = kv if isinstance(kv, tuple) else self.keys(x if kv is None else kv)              # a tuple: cached (k, v)
         if ang is not None: q, k = apply_rope(q, ang), apply_rope(k, ang)
+        if keep is not None: keep.append((k, v))
+        if past is not None: k, v = torch.cat([past[0], k], 2), torch.cat([past[1], v], 2)
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         return self.o(rearrange(y, 'b h n d -> b n (h d)'))
 
@@ -122,18 +132,30 @@ class DiTBlock(nn.Module):
         self.ada = nn.Sequential(nn.SiLU(), nn.Linear(d, 6*d))
         nn.init.zeros_(self.ada[-1].weight); nn.init.zeros_(self.ada[-1].bias)
 
-    def forward(self, h, temb, e, ctx, ctx_mask, ang, S: int, mask=None):
-        "h (B, N, D); temb (B, n, D) per latent frame; e (B, n, d_action); ctx (B, Lt, d_text)."
-        mods = repeat(self.ada(temb), 'b n d -> b (n s) d', s=S).chunk(6, -1)
-        sh1, sc1, g1, sh2, sc2, g2 = mods
-        h = h + g1*self.attn(modulate(self.norm1(h), sh1, sc1), ang=ang, mask=mask)
+    def forward(self, h, temb, e, ctx, ctx_mask, ang, slot, mask=None, past=None, keep=None):
+        """h (B, N, D); temb (B, n, D) and e (B, n, d_action) per frame; slot: S tokens per frame, or each token's frame (N,);
+        ctx (B, Lt, d_text); `past`/`keep`: self-attention K/V of earlier tokens to attend / a list to receive this sequence's."""
+        mods = self.ada(temb)
+        mods = repeat(mods, 'b n d -> b (n s) d', s=slot) if isinstance(slot, int) else mods[:, slot]
+        sh1, sc1, g1, sh2, sc2, g2 = mods.chunk(6, -1)
+        h = h + g1*self.attn(modulate(self.norm1(h), sh1, sc1), ang=ang, mask=mask, past=past, keep=keep)
         h = h + self.cross(self.norm3(h), kv=ctx, mask=None if ctx_mask is None else ~ctx_mask[:, None, None, :])
-        h = self.inject(h, e, S)                                                  # eq. 2: after cross-attention, before the FFN
+        h = self.inject(h, e, slot)                                               # eq. 2: after cross-attention, before the FFN
         return h + g2*self.ffn(modulate(self.norm2(h), sh2, sc2))
 
 # %% ../nbs/04_dit.ipynb #dd933f85
+@dataclass
+class MemoryTokens:
+    "Clean context tokens set before the clip (the memory of notebook 06): their noise level is 0, and each belongs to a memory frame."
+    h: torch.Tensor           # (B, M, D) tokens, already at the model's width
+    e: torch.Tensor           # (B, Fm, d_action) one action embedding per memory frame
+    slot: torch.Tensor        # (M,) long: the memory frame of each token
+    pos: torch.Tensor         # (M, 3) float (t, y, x) RoPE positions, in latents and clip-token units
+
+    def __len__(self): return self.h.shape[1]
+
 class WorldDiT(nn.Module):
-    "Velocity predictor over latent videos (B, n, C, h, w) with per-frame noise levels (B, n)."
+    "Velocity predictor over latent videos (B, n, C, h, w) with per-frame noise levels (B, n), optionally after clean memory tokens."
     def __init__(self, c: DiTConfig, ctl: ControlConfig):
         super().__init__()
         self.c, d = c, c.d_model
@@ -145,16 +167,47 @@ class WorldDiT(nn.Module):
         self.head = nn.Linear(d, c.z_ch*c.patch**2)
         for m in (self.ada_out[-1], self.head): nn.init.zeros_(m.weight); nn.init.zeros_(m.bias)
 
-    def forward(self, x, sigma, e, ctx, ctx_mask=None, mask=None, t0=0.0):
-        "x (B, n, C, h, w); sigma (B, n); e (B, n, d_action); ctx (B, Lt, d_text) -> velocity (B, n, C, h, w)."
+    def memory_kv(self, memory: MemoryTokens, ctx, ctx_mask=None, mask=None, past=None):
+        "Per block, the self-attention (k, v) of memory tokens run on their own (noise level 0, no clip): what a KV cache keeps for them."
+        B, Fm = memory.h.shape[0], memory.e.shape[1]
+        temb = self.temb(timestep_embedding(memory.h.new_zeros(B, Fm), self.c.d_model))
+        ang = rope_angles(memory.pos, self.c.rope_split)[None, None]
+        h, keep = memory.h, []
+        for i, blk in enumerate(self.blocks):
+            h = blk(h, temb, memory.e, ctx[i] if isinstance(ctx, list) else ctx, ctx_mask, ang, memory.slot, mask, None if past is None else past[i], keep)
+        return keep
+
+    def text_kv(self, ctx):
+        "Per block, the cross-attention (k, v) of caption tokens ctx (B, Lt, d_text): pass the list as `ctx` to skip recomputing them."
+        return [blk.cross.keys(ctx) for blk in self.blocks]
+
+    def tokens(self, z):
+        "Patchify latents (B, n, C, h, w) -> (B, n·S, D), frame-major."
+        p = self.c.patch
+        return self.patchify(rearrange(z, 'b n c (y p) (x q) -> b (n y x) (c p q)', p=p, q=p))
+
+    def forward(self, x, sigma, e, ctx, ctx_mask=None, mask=None, t0=0.0, memory: MemoryTokens = None, past=None, keep=None):
+        """x (B, n, C, h, w); sigma (B, n); e (B, n, d_action); ctx (B, Lt, d_text) -> velocity (B, n, C, h, w).
+        With `memory`, the sequence is [memory ; clip] and `mask` (if any) covers both; only the clip is predicted. `past`: per block,
+        K/V of earlier tokens the sequence also attends (a KV cache); `keep`: a list that receives per block the sequence's own K/V."""
         B, n, C, hh, ww = x.shape
         p, S = self.c.patch, (hh//self.c.patch)*(ww//self.c.patch)
-        h = self.patchify(rearrange(x, 'b n c (y p) (x q) -> b (n y x) (c p q)', p=p, q=p))
-        temb = self.temb(timestep_embedding(sigma, self.c.d_model))                 # (B, n, D)
-        ang = rope_angles(token_positions(n, hh//p, t0, x.device), self.c.rope_split)[None, None]
-        for blk in self.blocks: h = blk(h, temb, e, ctx, ctx_mask, ang, S, mask)
-        sh, sc = repeat(self.ada_out(temb), 'b n d -> b (n s) d', s=S).chunk(2, -1)
-        out = rearrange(self.head(modulate(self.norm_out(h), sh, sc)), 'b (n y x) (c p q) -> b n c (y p) (x q)', n=n, y=hh//p, p=p, q=p)
+        h, temb = self.tokens(x), self.temb(timestep_embedding(sigma, self.c.d_model))     # (B, n·S, D), (B, n, D)
+        pos, slot, M = token_positions(n, hh//p, t0, x.device), S, 0
+        if memory is not None:                                                   # memory frames first, at noise level 0
+            M, Fm = len(memory), memory.e.shape[1]
+            h, e = torch.cat([memory.h, h], 1), torch.cat([memory.e, e], 1)
+            temb = torch.cat([self.temb(timestep_embedding(sigma.new_zeros(B, Fm), self.c.d_model)), temb], 1)
+            slot = torch.cat([memory.slot, Fm + torch.arange(n, device=x.device).repeat_interleave(S)])
+            pos = torch.cat([memory.pos.to(pos), pos])
+        ang = rope_angles(pos, self.c.rope_split)[None, None]
+        for i, blk in enumerate(self.blocks):
+            kept = [] if keep is not None else None
+            h = blk(h, temb, e, ctx[i] if isinstance(ctx, list) else ctx, ctx_mask, ang, slot, mask, None if past is None else past[i], kept)
+            if keep is not None: keep.append(kept[0])
+        sh, sc = repeat(self.ada_out(temb[:, temb.shape[1] - n:]), 'b n d -> b (n s) d', s=S).chunk(2, -1)
+        out = self.head(modulate(self.norm_out(h[:, M:]), sh, sc))
+        out = rearrange(out, 'b (n y x) (c p q) -> b n c (y p) (x q)', n=n, y=hh//p, p=p, q=p)
         if self.c.pred == 'v': return out
         return (x - out)/sigma.clamp_min(self.c.sigma_floor)[..., None, None, None]      # x0-prediction, returned as a velocity
 
@@ -166,12 +219,14 @@ class WorldModel(nn.Module):
         self.config = config
         self.dit, self.actions, self.text = WorldDiT(config.dit, config.control), ActionEncoder(config.control), TextEncoder(config.control)
 
-    def forward(self, x, sigma, actions, captions=None, ctx=None, mask=None, t0=0.0):
-        "x (B, n, C, h, w); sigma (B, n); actions (B, 1 + 4(n−1), 6); captions (scene, character, event) lists, or pre-encoded `ctx`."
+    def forward(self, x, sigma, actions, captions=None, ctx=None, mask=None, t0=0.0, memory: MemoryTokens = None, **kw):
+        """x (B, n, C, h, w); sigma (B, n); actions (B, 1 + 4(n−1), 6) at a stream's start or (B, 4n, 6) later; captions (scene,
+        character, event) lists, or pre-encoded `ctx`; `memory`: clean context tokens before the clip (notebook 06); `kw`: the
+        DiT's `past`/`keep` K/V cache arguments (notebook 07)."""
         ctx, ctx_mask = ctx if ctx is not None else self.text(*captions)
         e = self.actions(actions)
         if e.shape[1] != x.shape[1]: raise ValueError(f"{actions.shape[1]} action frames make {e.shape[1]} latents, but x has {x.shape[1]}")
-        return self.dit(x, sigma, e, ctx, ctx_mask, mask, t0)
+        return self.dit(x, sigma, e, ctx, ctx_mask, mask, t0, memory, **kw)
 
 # %% ../nbs/04_dit.ipynb #ba3ee332
 def frame_causal_mask(n: int, S: int, device=None):
@@ -229,17 +284,22 @@ class EulerSampler:
         return z
 
 # %% ../nbs/04_dit.ipynb #f64990c7
-def flow_step(model: WorldModel, fm: FlowMatching, z0, actions, captions, generator=None):
-    "Flow-matching loss of `model` on clean latents z0 (B, n, C, h, w) with actions (B, T, 6) and caption field lists."
+def flow_step(model: WorldModel, fm: FlowMatching, z0, actions, captions, generator=None, i2v: bool = True, sigma_per=None, **model_kw):
+    """Flow-matching loss of `model` on clean latents z0 (B, n, C, h, w) with actions (B, T, 6) and caption field lists. `i2v`: the
+    clip may start a stream (its first latent then kept clean with probability p_i2v); `sigma_per`: latents per noise level when a
+    clip is drawn with one level for all (e.g. a chunk's length: one level per chunk); `model_kw` go to the model (memory, mask, t0)."""
     c, (B, n) = model.config.dit, z0.shape[:2]
     dev = generator.device if generator is not None else z0.device          # draw where the generator lives (a CPU one on a GPU run)
     sigma = fm.sample_sigma((B, n), generator, dev)
     shared = torch.rand(B, 1, generator=generator, device=dev) >= c.p_frame_sigma
-    sigma = torch.where(shared, sigma[:, :1].expand(B, n), sigma).to(z0.device)
-    i2v = (torch.rand(B, generator=generator, device=dev) < c.p_i2v).to(z0.device)
+    k = sigma_per or n
+    sigma = torch.where(shared, repeat(sigma[:, ::k], 'b c -> b (c k)', k=k)[:, :n], sigma)
+    high = torch.rand(B, 1, generator=generator, device=dev) < c.p_high_sigma      # where only the actions tell the motion
+    sigma = torch.where(high, c.high_sigma + (1 - c.high_sigma)*torch.rand(B, 1, generator=generator, device=dev), sigma).to(z0.device)
+    i2v = (torch.rand(B, generator=generator, device=dev) < (c.p_i2v if i2v else 0.0)).to(z0.device)
     sigma[:, 0] = torch.where(i2v, 0.0, sigma[:, 0])
     drop = (torch.rand(B, generator=generator, device=dev) < c.p_uncond).tolist()
     captions = tuple([('' if d else t) for t, d in zip(f, drop)] for f in captions)
     x, eps, v = fm.noise(z0, sigma, torch.randn(z0.shape, generator=generator, device=dev).to(z0.device, z0.dtype))
     weight = torch.ones(B, n, device=z0.device); weight[:, 0] = (~i2v).float()
-    return fm.loss(model(x, sigma, actions, captions), v, weight)
+    return fm.loss(model(x, sigma, actions, captions, **model_kw), v, weight)

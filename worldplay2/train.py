@@ -94,37 +94,49 @@ def vae_fingerprint(vae: CausalVAE) -> str:
 def _renormalize(d: dict, mean, std) -> dict:
     "Latent arrays of a stored `latents.npz` dict moved from its statistics to (`mean`, `std`)."
     f = lambda z: ((z.astype(np.float32)*d['z_std'][:, None, None] + d['z_mean'][:, None, None] - mean[:, None, None])/std[:, None, None]).astype(np.float16)
-    return dict(d, z=f(d['z']), starts_z=f(d['starts_z']), z_mean=mean, z_std=std)
+    return dict(d, z=f(d['z']), starts_z=f(d['starts_z']), z_mean=mean, z_std=std, **({'z_lr': f(d['z_lr'])} if 'z_lr' in d else {}))
 
 @torch.no_grad()
-def encode_latents(vae: CausalVAE, roots, out, progress: bool = True, start_every: int = 48, start_latents: int = 5) -> list:
+def encode_latents(vae: CausalVAE, roots, out, progress: bool = True, start_every: int = 48, start_latents: int = 5,
+                   lowres=(2, 4)) -> list:
     """Encode every episode under `roots` into `out/<episode>/latents.npz` (normalised z, float16) with its caption, meta and actions,
-    plus fresh streams of `start_latents` latents starting every `start_every` frames (`starts_z`, `starts_at`), the VAE's fingerprint
-    and statistics. Keeps what this VAE encoded, re-normalises it if the statistics changed, and re-encodes latents of another VAE."""
+    plus fresh streams of `start_latents` latents starting every `start_every` frames (`starts_z`, `starts_at`), the low-rate,
+    low-resolution latents of the compressed memory (`z_lr`, factors `lowres` = (l, s), see notebook 06), the VAE's fingerprint and
+    statistics. Keeps what this VAE encoded, re-normalises it if the statistics changed, adds a missing or other `z_lr`, and
+    re-encodes latents of another VAE."""
     import shutil
     from tqdm.auto import tqdm
+    from worldplay2.compressor import encode_lowres
     roots = [roots] if isinstance(roots, (str, Path)) else list(roots)
     eps, out, done = [p for r in roots for p in list_episodes(r)], Path(out), []
     check_data(roots, vae.config.res)
     fp, mean, std = vae_fingerprint(vae), vae.z_mean.numpy().copy(), vae.z_std.numpy().copy()
-    enc = lambda f: vae.normalize(vae.encode(torch.from_numpy(f).permute(0, 1, 4, 2, 3).float()/127.5 - 1)[0]).half().numpy()
+    pixels = lambda f: torch.from_numpy(f).permute(0, 1, 4, 2, 3).float()/127.5 - 1
+    enc = lambda f: vae.normalize(vae.encode(pixels(f))[0]).half().numpy()
+    enc_lr = lambda f, n: encode_lowres(vae, pixels(f[None, :vae.config.n_frames(n)]), *lowres)[0].half().numpy()
     for p in tqdm(eps, desc='encoding latents', disable=not progress):
         dst = out/p.name
         try: old = dict(np.load(dst/'latents.npz')) if (dst/'latents.npz').exists() else {}
         except Exception: old = {}                                                 # unreadable: encode again
         if str(old.get('vae', '')) == fp:
-            if not (np.array_equal(old['z_mean'], mean) and np.array_equal(old['z_std'], std)):
+            new_stats = not (np.array_equal(old['z_mean'], mean) and np.array_equal(old['z_std'], std))
+            new_lr = 'z_lr' not in old or list(old['lowres']) != list(lowres)
+            if new_stats or new_lr:
+                d = _renormalize(old, mean, std) if new_stats else old
+                if new_lr: d = dict(d, z_lr=enc_lr(read_episode(p).frames, len(d['z'])), lowres=np.array(lowres))
                 fd, tmp = tempfile.mkstemp(prefix='latents.', suffix='.tmp', dir=dst)
-                with os.fdopen(fd, 'wb') as fh: np.savez(fh, **_renormalize(old, mean, std))
+                with os.fdopen(fd, 'wb') as fh: np.savez(fh, **d)
                 os.replace(tmp, dst/'latents.npz')
         else:
             ep = read_episode(p)
             T, Ts = vae.config.n_frames(vae.config.n_latents(len(ep))), vae.config.n_frames(start_latents)
             z = enc(ep.frames[None, :T])[0]                                           # (n, C, h, w)
+            z_lr = enc_lr(ep.frames, len(z))                                           # (1 + (n−1)/l, C, h/s, w/s)
             at = np.arange(start_every, len(ep) - Ts + 1, start_every) if start_every else np.zeros(0, int)
             zs = enc(np.stack([ep.frames[s:s + Ts] for s in at])) if len(at) else np.zeros((0, start_latents) + z.shape[1:], np.float16)
-            def fill(tmp, p=p, z=z, zs=zs, at=at, ep=ep):
-                np.savez(tmp/'latents.npz', z=z, actions=ep.actions, starts_z=zs, starts_at=at, vae=fp, z_mean=mean, z_std=std)
+            def fill(tmp, p=p, z=z, zs=zs, at=at, ep=ep, z_lr=z_lr):
+                np.savez(tmp/'latents.npz', z=z, actions=ep.actions, starts_z=zs, starts_at=at, z_lr=z_lr, lowres=np.array(lowres),
+                         vae=fp, z_mean=mean, z_std=std)
                 for f in ('caption.json', 'meta.json'): shutil.copy(p/f, tmp/f)
             _atomic_dir(dst, fill, overwrite=True)
         done.append(dst)
@@ -221,14 +233,15 @@ BASE_TRAIN = dict(tiny=dict(max_steps=200, batch_size=8, lr=1e-3), small=dict(ma
 
 def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_size: int = None, devices=1, strategy='auto',
                num_workers: int = 0, seed: int = 0, progress: bool = True, vae=None, n_latents: int = 5, start_share: float = 0.5,
-               init=None, p_i2v: float = None, **trainer_kw) -> dict:
+               init=None, p_i2v: float = None, p_high_sigma: float = None, **trainer_kw) -> dict:
     """Stages 1–2: encode the episodes under `data` with the trained VAE (`vae`: its folder), then train the bidirectional WorldModel of
     `preset` — from scratch, or from the model/ folder `init` of an earlier run (its network config; `preset` still sets the
     step count, batch size and learning rate). A `start_share` of the training windows (drawn with replacement) start at a stream's
-    lone first frame; `p_i2v` overrides the chance that a window's first latent is given clean."""
+    lone first frame; `p_i2v` overrides the chance that a window's first latent is given clean, `p_high_sigma` the chance
+    that a window's noise level is drawn from [high_sigma, 1] (see `flow_step`)."""
     out = Path(out)
     if vae is None: raise ValueError("train base needs the trained VAE: pass vae=DIR (the vae/ folder of `worldplay2 train vae`)")
-    for name, x in (('start_share', start_share), ('p_i2v', p_i2v)):
+    for name, x in (('start_share', start_share), ('p_i2v', p_i2v), ('p_high_sigma', p_high_sigma)):
         if x is not None and not 0 <= x <= 1: raise ValueError(f"{name} must be in [0, 1], got {x}")
     v = load_vae(vae)
     model = load_world(init).train() if init is not None else None
@@ -237,6 +250,7 @@ def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_si
     check_latents_match(v.config, cfg.vae, f"{vae}: the VAE", f"the model of {init}" if init is not None else f"preset {preset}")
     cfg.vae = v.config
     if p_i2v is not None: cfg.dit.p_i2v = p_i2v
+    if p_high_sigma is not None: cfg.dit.p_high_sigma = p_high_sigma
     paths = encode_latents(v, data, out/'latents', progress)
     train, val = split_episodes(paths)
     steps, bs, lr = (max_steps or BASE_TRAIN[preset]['max_steps']), (batch_size or BASE_TRAIN[preset]['batch_size']), BASE_TRAIN[preset]['lr']
@@ -258,7 +272,7 @@ def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_si
     r = trainer.validate(lit, mk(val, False), verbose=False)[0]
     metrics = dict(stage='base', preset=preset, steps=int(trainer.global_step), batch_size=bs, episodes=len(paths), val_loss=round(r['val/loss'], 4),
                    val_loss_mirrored=round(r['val/loss_mirrored'], 4), init=None if init is None else str(init), start_share=start_share,
-                   p_i2v=cfg.dit.p_i2v,
+                   p_i2v=cfg.dit.p_i2v, p_high_sigma=cfg.dit.p_high_sigma,
                    wall_s_this_run=round(time.time() - t0, 1), params=sum(p.numel() for p in lit.model.parameters()))
     write_json_atomic(out/'metrics.json', metrics)
     return metrics
