@@ -142,7 +142,7 @@ def cmd_eval_revisit(a):
     models = {k: load_memory_world(p) for k, p in (('full', a.full), ('window', a.window)) if p}
     eps = [p for p in list_episodes(a.data or samples_dir()) if (p/'frames.npz').exists()]
     held_out = (split_episodes(eps)[1] or eps) if a.data else eps
-    res = eval_revisit(mw, vae, held_out, clip=a.clip, steps=a.steps, max_episodes=a.episodes, models=models)
+    res = eval_revisit(mw, vae, held_out, clip=a.clip, steps=a.steps, max_episodes=a.episodes, models=models, teacher=not a.student)
     print(json.dumps(res) if a.json else res)
     return res
 
@@ -167,6 +167,7 @@ def _eval_parser(sub):
     r.add_argument('--clip', type=int, default=8, help='latents generated per clip')
     r.add_argument('--steps', type=int, default=8, help='denoising steps per clip')
     r.add_argument('--episodes', type=int, default=8)
+    r.add_argument('--student', action='store_true', help="roll out as the chunk-wise student (Fig. 3's mask); default: as the bidirectional teacher")
     r.add_argument('--json', action='store_true')
     r.set_defaults(fn=cmd_eval_revisit)
 

@@ -20,17 +20,18 @@ from .teacher_forcing import MemoryWorld, WorldStream
 def loop_rollout(mw: MemoryWorld, vae, frames, actions, captions: dict, clip: int = 8, steps: int = 8, teacher: bool = True, seed: int = 0):
     """Roll a loop out from its first frame: frames uint8 (T, H, W, 3) (only the first is read), actions (T, 6) -> generated frames in
     [-1, 1] (1, T', 3, H, W), T' = 1 + 4·(whole latents), clip by clip with the memory of everything generated before."""
-    x = torch.from_numpy(np.asarray(frames[:1])).permute(0, 3, 1, 2).float()[None]/127.5 - 1
+    dev = next(mw.parameters()).device
+    x = torch.from_numpy(np.asarray(frames[:1])).permute(0, 3, 1, 2).float()[None].to(dev)/127.5 - 1
     n = 1 + (len(actions) - 1)//4                                                      # latents of the loop
     st = WorldStream(mw, vae, chunk=clip, steps=steps, teacher=teacher).reset(x, (captions['scene'], captions['character'], captions['event']),
                                                                                int(actions[0, 4]))
-    a = torch.from_numpy(np.asarray(actions, np.float32))
-    g = torch.Generator().manual_seed(seed)
+    a = torch.from_numpy(np.asarray(actions, np.float32)).to(dev)
+    g = torch.Generator(dev).manual_seed(seed)
     for t in range(1, n, clip):
         ca = a[1 + 4*(t - 1):1 + 4*(t - 1 + clip)]
-        if len(ca) < 4*clip: ca = torch.cat([ca, ca[-1:].expand(4*clip - len(ca), -1)*torch.tensor([0, 0, 0, 0, 1, 0.])])  # pad: stand still
+        if len(ca) < 4*clip: ca = torch.cat([ca, ca[-1:].expand(4*clip - len(ca), -1)*ca.new_tensor([0, 0, 0, 0, 1, 0.])])  # pad: stand still
         st.step(ca[None], generator=g)
-    return st.video()[:, :1 + 4*(n - 1)]
+    return st.video()[:, :1 + 4*(n - 1)].clamp(-1, 1)
 
 def revisit_metrics(gen, true, turn: int) -> dict:
     "Revisit and ground-truth PSNR/SSIM on the way back: gen, true (1, T, 3, H, W) in [-1, 1]; pose f equals pose 2·turn − f."
@@ -40,9 +41,10 @@ def revisit_metrics(gen, true, turn: int) -> dict:
     return dict(psnr_revisit=rv['psnr'], ssim_revisit=rv['ssim'], psnr_gt=gt['psnr'], ssim_gt=gt['ssim'], frames=len(back))
 
 def eval_revisit(mw: MemoryWorld, vae, episodes, variants=('compressed', 'full', 'window'), clip: int = 8, steps: int = 8,
-                 max_episodes: int = 8, models: dict = None) -> dict:
+                 max_episodes: int = 8, models: dict = None, teacher: bool = True) -> dict:
     """RevisitBench on the loop episodes among `episodes`, per memory variant: the mean of `revisit_metrics`. Each variant runs `mw` with
-    that memory mode, or the model given for it in `models` (e.g. a teacher trained with full context)."""
+    that memory mode, or the model given for it in `models` (e.g. a teacher trained with full context); `teacher`: roll out as the
+    bidirectional teacher (no mask) or as the chunk-wise student (Fig. 3's mask)."""
     loops = [p for p in episodes if read_episode(p).meta.get('loop')][:max_episodes]
     if not loops: raise ValueError(f"no loop episode among {len(episodes)}: generate some with `worldplay2 data generate --kind loop`")
     out = {}
@@ -55,9 +57,10 @@ def eval_revisit(mw: MemoryWorld, vae, episodes, variants=('compressed', 'full',
             for p in loops:
                 ep = read_episode(p)
                 cap = dict(scene=ep.caption['scene'], character=ep.caption['character'] or '', event=event_at(ep.caption, 0.0))
-                gen = loop_rollout(m, vae, ep.frames, ep.actions, cap, clip, steps)
+                gen = loop_rollout(m, vae, ep.frames, ep.actions, cap, clip, steps, teacher)
                 true = torch.from_numpy(ep.frames[:gen.shape[1]]).permute(0, 3, 1, 2).float()[None]/127.5 - 1
                 rows.append(revisit_metrics(gen, true, ep.meta['loop']['turn']))
         finally: m.compressor.mc = old
-        out[v] = {k: round(float(np.mean([r[k] for r in rows])), 3) for k in rows[0]} | dict(episodes=len(rows), weights='shared' if m is mw else 'own')
+        out[v] = {k: round(float(np.mean([r[k] for r in rows])), 3) for k in rows[0]} | dict(episodes=len(rows), weights='shared' if m is mw else 'own',
+                                                                                        rollout='teacher' if teacher else 'student')
     return out

@@ -32,7 +32,9 @@ class MemoryWorld(nn.Module):
     "N_θ(x_t | m_<t, A): a `WorldModel` with the history compressor C_φ of eq. 4."
     def __init__(self, model: WorldModel, compressor: HistoryCompressor):
         super().__init__()
-        if compressor.dc != model.config.dit: raise ValueError("the compressor was built for another DiT configuration than the model's")
+        arch = lambda c: (c.z_ch, c.patch, c.d_model, c.heads)
+        if arch(compressor.dc) != arch(model.config.dit):
+            raise ValueError(f"the compressor was built for a DiT with (z_ch, patch, d_model, heads) = {arch(compressor.dc)}, the model has {arch(model.config.dit)}")
         self.model, self.compressor = model, compressor
 
     @property
@@ -101,6 +103,7 @@ def _cat_kv(parts):
 class KVCache:
     "The student's cache: per block self-attention (k, v) of the memory, laid out [sink | compressed | temporal]; caption (k, v) per field."
     sink: list = None                                  # per block (k, v) (B, H, P, Dh) of the sink tokens
+    sink_latents: range = range(0)                     # the latents the sink holds
     cmp: dict = field(default_factory=dict)            # compressed step m -> per block (k, v)
     tmp: dict = field(default_factory=dict)            # temporal latent j -> per block (k, v)
     text: dict = field(default_factory=dict)           # field -> (text, per block (k, v), padding mask (B, L))
@@ -113,13 +116,19 @@ class KVCache:
     @property
     def tokens(self): return self.kv()[0][0].shape[2] if self.sink is not None else 0
 
+    def forget_memory(self):
+        "Drop every cached memory frame (they are computed again when needed)."
+        self.sink, self.sink_latents, self.cmp, self.tmp = None, range(0), {}, {}
+
     def caption(self, dit, encoder, scene: str, character: str, event: str):
-        "Per block cross-attention (k, v) of the caption and its padding mask; a field is re-encoded only when its text changes."
+        """Per block cross-attention (k, v) of the caption and its padding mask; a field is re-encoded only when its text changes.
+        Memory tokens read the caption too (as in training), so a change also drops the cached memory frames."""
         if not encoder.c.structured: raise ValueError("the KV cache keeps caption fields apart: use a structured-caption model")
         for i, txt in enumerate((scene, character or '', event)):
             if self.text.get(i, (None,))[0] != txt:
                 tok, pad = encoder.encode_field([txt], i)
                 self.text[i] = (txt, dit.text_kv(tok), pad)
+                self.forget_memory()
         return _cat_kv([self.text[i][1] for i in range(3)]), torch.cat([self.text[i][2] for i in range(3)], 1)
 
 # %% ../nbs/07_teacher_forcing.ipynb #bc9623b9
@@ -139,7 +148,7 @@ class WorldStream:
         lr = F.avg_pool2d(frame[0], mc.s)[None]
         mu_lr, _, self.lr_state = vae.encode(lr)
         self.z_lr, self.dec_state = vae.normalize(mu_lr), vae.decode(vae.denormalize(self.z))[1]
-        self.acts = torch.zeros(1, 1, 6); self.acts[..., 4] = perspective
+        self.acts = torch.zeros(1, 1, 6, device=frame.device); self.acts[..., 4] = perspective
         self.captions, self.cache, self.frames = tuple(captions), KVCache(), [frame]
         return self
 
@@ -149,8 +158,10 @@ class WorldStream:
         dit, e = mw.model.dit, mw.model.actions(self.acts)
         mk = lambda l_: make_memory(mw.compressor, dit, self.z, self.z_lr, e, l_)
         t = self.z.shape[1]
-        if c.sink is None:
-            c.sink = dit.memory_kv(mk(MemoryLayout(lay.sink, range(0), range(0), t)), *ctx); c.computed += len(lay.sink)
+        if c.sink is None or c.sink_latents != lay.sink:                        # every memory token reads the sink: a new sink, all anew
+            c.forget_memory()
+            c.sink, c.sink_latents = dit.memory_kv(mk(MemoryLayout(lay.sink, range(0), range(0), t)), *ctx), lay.sink
+            c.computed += len(lay.sink)
         for store, want, key in ((c.cmp, lay.steps, 'steps'), (c.tmp, lay.full, 'full')):
             for old in [i for i in store if i not in want]: del store[old]
             new = [i for i in want if i not in store]
@@ -160,7 +171,7 @@ class WorldStream:
             mem = mk(lay_new)
             P = c.sink[0][0].shape[2]
             own = mem.slot[:, None] == mem.slot[None, :]
-            mask = torch.cat([torch.ones(len(mem), P, dtype=torch.bool), own], 1)        # a memory token reads the sink and its own frame
+            mask = torch.cat([torch.ones(len(mem), P, dtype=torch.bool, device=own.device), own], 1)        # a memory token reads the sink and its own frame
             kv = dit.memory_kv(mem, *ctx, mask=mask, past=c.sink)
             for f, i in enumerate(rng): store[i] = [(k[:, :, mem.slot == f], v[:, :, mem.slot == f]) for k, v in kv]
             c.computed += len(rng)
@@ -173,7 +184,7 @@ class WorldStream:
         if actions.shape[1] != 4*C: raise ValueError(f"a chunk of {C} latents needs {4*C} action frames, got {actions.shape[1]}")
         t, dit = self.z.shape[1], mw.model.dit
         lay = memory_layout(mw.compressor.mc, t)
-        x = torch.zeros((1, C) + self.z.shape[2:])
+        x = self.z.new_zeros((1, C) + self.z.shape[2:])
         if self.use_cache:
             ctx = self.cache.caption(dit, mw.model.text, *self.captions)
             self._frames(lay, ctx)
@@ -235,13 +246,15 @@ class LitForcing(L.LightningModule):
         n = b['z'].shape[1]
         L_ = self.fc.teacher_latents if self.mode == 'teacher' else self.fc.chunk*self.fc.chunks
         if n < 1 + L_: raise ValueError(f"windows of {n} latents leave no history before a {L_}-latent target")
-        t = int(torch.randint(1, n - L_ + 1, (1,), generator=generator))
+        l = self.mw.compressor.mc.l                                          # clips start at 1 + l·j, as streams do (whole steps behind)
+        t = 1 + l*int(torch.randint(0, (n - L_ - 1)//l + 1, (1,), generator=generator))
         caps = (b['scene'], b['character'], list(b['events'][t]))
         if self.mode == 'teacher': return teacher_loss(self.mw, self.fm, b['z'], b['z_lr'], b['actions'], caps, t, L_, generator)
         return student_loss(self.mw, self.fm, b['z'], b['z_lr'], b['actions'], caps, t, self.fc.chunk, self.fc.chunks, generator)
 
     def training_step(self, b, _):
-        loss = self._loss(b); self.log('train/loss', loss, prog_bar=True); return loss
+        loss = self._loss(b); self.log('train/loss', loss, prog_bar=True)
+        return loss + 0*sum(p.sum() for p in self.mw.compressor.parameters())  # a sample with no compressed step: DDP still sees them
 
     def validation_step(self, b, i):
         self.log('val/loss', self._loss(b, torch.Generator().manual_seed(i)))
@@ -253,7 +266,7 @@ class LitForcing(L.LightningModule):
         return dict(optimizer=opt, lr_scheduler=dict(scheduler=torch.optim.lr_scheduler.LambdaLR(opt, f), interval='step'))
 
 # %% ../nbs/07_teacher_forcing.ipynb #5711d365
-FORCING_TRAIN = dict(tiny=dict(max_steps=100, batch_size=4, lr=1e-3, window=13), small=dict(max_steps=2000, batch_size=4, lr=1e-4, window=39),
+FORCING_TRAIN = dict(tiny=dict(max_steps=100, batch_size=4, lr=1e-3, window=17), small=dict(max_steps=2000, batch_size=4, lr=1e-4, window=39),
                      base=dict(max_steps=50_000, batch_size=16, lr=5e-5, window=65))
 
 def save_memory_world(mw: MemoryWorld, path, dtype=torch.float32, vae=None):
@@ -300,7 +313,12 @@ def train_forcing(data, out, mode: str, init, vae, compressor=None, preset: str 
     elif mode == 'student': raise ValueError(f"the student starts from a teacher with memory (`train teacher`); {init} is not one")
     else:
         model = load_world(init)
-        comp = load_compressor(compressor)[0] if compressor is not None else HistoryCompressor(MemoryConfig(), model.config.dit)
+        comp = HistoryCompressor(MemoryConfig(), model.config.dit)
+        if compressor is not None:
+            comp, _, patchify = load_compressor(compressor)
+            if not torch.allclose(patchify.weight, model.dit.patchify.weight, atol=1e-3):
+                import warnings
+                warnings.warn(f"{compressor} was pre-trained against another model's patchifier than {init}'s: stage 2 starts further off")
         mw = MemoryWorld(model, comp).train()
     check_latent_stats(mw.model, v, f"the model of {init}")
     hp = FORCING_TRAIN[preset]
@@ -394,13 +412,16 @@ def bench_memory_train(preset: str = 'small', horizons=(16, 32, 64, 128, 256, 51
     L_ = ForcingConfig().teacher_latents
     out = dict(preset=preset, batch_size=1, target_latents=L_, limit_gb=limit_gb, horizons=list(horizons))
     for mode in ('compressed', 'full'):
-        step_s, peak = [], []
+        step_s, peak, stop = [], [], 'all horizons ran'
         for h in horizons:
             try: r = subprocess.run([sys.executable, '-c', _TRAIN_PROBE, preset, mode, str(h), str(L_), str(limit_gb)], capture_output=True, text=True, timeout=timeout)
-            except subprocess.TimeoutExpired: break
-            if r.returncode: break
+            except subprocess.TimeoutExpired: stop = f'horizon {h}: over {timeout} s'; break
+            if r.returncode:
+                err = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f'exit status {r.returncode}'
+                if r.returncode > 0 and 'memory' not in err.lower() and 'alloc' not in err.lower(): raise RuntimeError(f"training-step probe failed ({mode}, horizon {h}): {r.stderr[-800:]}")
+                stop = f'horizon {h}: out of memory ({err[:120]})'; break
             m = json.loads(r.stdout.strip().splitlines()[-1])
             step_s.append(round(m['step_s'], 3)); peak.append(round(m['peak_mb']))
-        out[f'train_step_s_{mode}'], out[f'peak_mb_{mode}'] = step_s, peak
+        out[f'train_step_s_{mode}'], out[f'peak_mb_{mode}'], out[f'stopped_{mode}'] = step_s, peak, stop
         out[f'longest_horizon_{mode}'] = horizons[len(step_s) - 1] if step_s else 0
     return out
