@@ -16,6 +16,19 @@ w = World.from_seed(0); s, _ = w.step(w.start_state(1), [0, 3, 1, 0, 1, 0])
 rgb, depth = w.render(s.pose[None], [0.0], 16); assert rgb.shape == (1, 16, 16, 3)
 ep = make_episode('loop', 0, seconds=1, res=16); assert len(ep) == 17
 ds = EpisodeDataset(list_episodes(samples_dir()), history=4, clip=5); assert ds[0]['frames'].shape == (9, 3, 64, 64)
+import torch
+from worldplay2.vae import CausalVAE, vae_config
+from worldplay2.dit import WorldModel, FlowMatching, flow_step, model_config
+from worldplay2.compressor import MemoryConfig, HistoryCompressor, RetrievalDecoder, retrieval_loss
+from worldplay2.teacher_forcing import MemoryWorld, teacher_loss, student_loss, WorldStream
+c = model_config('tiny'); fm = FlowMatching(c.dit.shift); caps = (['a'], [''], ['b'])
+z, z_lr, a = torch.randn(1, 17, 8, 4, 4), torch.randn(1, 9, 8, 1, 1), torch.zeros(1, 65, 6)
+mw = MemoryWorld(WorldModel(c), HistoryCompressor(MemoryConfig(), c.dit))
+flow_step(mw.model, fm, z[:, :5], a[:, :17], caps).backward()                                            # stages 1-2
+retrieval_loss(mw.compressor, RetrievalDecoder(MemoryConfig(), c.dit), mw.model.dit.patchify, z, z_lr)[0].backward()   # stage 3
+(teacher_loss(mw, fm, z, z_lr, a, caps, 9, 8) + student_loss(mw, fm, z, z_lr, a, caps, 9, 2, 4)).backward()      # stage 4
+st = WorldStream(mw, CausalVAE(vae_config('tiny')), chunk=2, steps=2).reset(torch.zeros(1, 1, 3, 32, 32), ('a', '', 'b'))
+assert st.step(a[:, 1:9]).shape == (1, 2, 8, 4, 4)
 print(worldplay2.__version__)
 """
     r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=300, cwd='/')
