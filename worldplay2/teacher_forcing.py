@@ -8,7 +8,7 @@ __all__ = ['FORCING_TRAIN', 'ForcingConfig', 'MemoryWorld', 'memory_self_mask', 
            'load_memory_world', 'train_forcing', 'memory_tokens', 'bench_memory', 'bench_memory_train']
 
 # %% ../nbs/07_teacher_forcing.ipynb #202f817f
-import math, time
+import json, math, time
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 import numpy as np
@@ -292,7 +292,6 @@ def load_memory_world(path) -> MemoryWorld:
 
 def _model_kind(path):
     "The `model` field of a weights folder's config.json (None when unreadable)."
-    import json
     try: return json.loads((Path(path)/'config.json').read_text()).get('model')
     except (OSError, ValueError): return None
 
@@ -408,7 +407,7 @@ print(json.dumps(dict(step_s=times[-1], peak_mb=resource.getrusage(resource.RUSA
 def bench_memory_train(preset: str = 'small', horizons=(16, 32, 64, 128, 256, 512, 1024), limit_gb: float = 20.0, timeout: int = 900) -> dict:
     """Seconds per teacher training step and peak resident memory (MB) at each history length, compressed vs full-context memory,
     each in a fresh process limited to `limit_gb` of address space; a mode stops at its first horizon that fails (or runs out of time)."""
-    import subprocess, sys, json
+    import subprocess, sys
     L_ = ForcingConfig().teacher_latents
     out = dict(preset=preset, batch_size=1, target_latents=L_, limit_gb=limit_gb, horizons=list(horizons))
     for mode in ('compressed', 'full'):
