@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from .world import AgentState, FPS
-from .data import read_episode, event_at
+from .data import read_episode, event_at, frames_to_tensor
 from .controls import mirror_actions
 
 # %% ../nbs/05a_control_eval.ipynb #42a20040
@@ -57,7 +57,7 @@ def model_generator(model, vae, steps: int = 30, cfg: float = 1.0, seed: int = 0
     def generate(first, actions, caps):
         T = len(actions)
         n = vae.config.n_latents(T)
-        x = torch.from_numpy(first).permute(2, 0, 1).float()[None, None]/127.5 - 1
+        x = frames_to_tensor(first)[None, None]
         z0 = vae.normalize(vae.encode(x)[0])                                     # (1, 1, C, h, w)
         z = torch.cat([z0, torch.zeros((1, n - 1) + z0.shape[2:])], 1)
         known = torch.zeros(1, n, dtype=torch.bool); known[:, 0] = True

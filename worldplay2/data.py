@@ -5,7 +5,8 @@
 # %% auto #0
 __all__ = ['FORMAT_VERSION', 'CAPTION_FIELDS', 'check_caption', 'write_json_atomic', 'write_episode', 'write_mp4',
            'write_recorded', 'read_episode', 'episode_seed', 'episode_name', 'generate', 'list_episodes', 'samples_dir',
-           'make_samples', 'split_of', 'split_episodes', 'event_at', 'EpisodeDataset', 'WorldDataModule']
+           'make_samples', 'split_of', 'split_episodes', 'event_at', 'frames_to_tensor', 'EpisodeDataset',
+           'WorldDataModule']
 
 # %% ../nbs/01_data.ipynb #c33f2dc9
 import csv, json, math, os, shutil, tempfile, zipfile, zlib
@@ -258,6 +259,10 @@ def event_at(caption: dict, t: float) -> str:
     "The event text of the caption window that contains time `t` (seconds); 'No event.' outside every window."
     return next((w['event'] for w in caption['dynamic_interactions'] if w['start_time'] <= t < w['end_time']), 'No event.')
 
+def frames_to_tensor(frames):
+    "uint8 frames (..., H, W, 3) -> a float tensor (..., 3, H, W) in [-1, 1], as the networks take them."
+    return torch.from_numpy(np.asarray(frames)).movedim(-1, -3).float()/127.5 - 1
+
 class EpisodeDataset(torch.utils.data.Dataset):
     "(history, target clip) windows over episode folders. Items: frames (L, 3, H, W) in [-1, 1], actions (L, 6), poses, captions."
     def __init__(self, paths, history: int = 16, clip: int = 17, stride: int = 8, cache: int = 4):
@@ -276,7 +281,7 @@ class EpisodeDataset(torch.utils.data.Dataset):
         i, s = self.windows[idx]
         ep = self._read(self.paths[i])
         sl = slice(s, s + self.length)
-        frames = torch.from_numpy(ep.frames[sl]).permute(0, 3, 1, 2).float()/127.5 - 1   # (L, 3, H, W)
+        frames = frames_to_tensor(ep.frames[sl])                                          # (L, 3, H, W)
         event = event_at(ep.caption, (s + self.history)/ep.meta.get('fps', FPS))
         return dict(frames=frames, actions=torch.from_numpy(ep.actions[sl]), poses=torch.from_numpy(ep.poses[sl]).float(),
                     n_history=self.history, scene=ep.caption['scene'], character=ep.caption['character'] or '', event=event,

@@ -7,10 +7,11 @@ __all__ = ['loop_rollout', 'revisit_metrics', 'eval_revisit']
 
 # %% ../nbs/07a_revisit.ipynb #a1199a66
 import json, math
+from dataclasses import replace
 from pathlib import Path
 import numpy as np
 import torch
-from .data import read_episode, list_episodes, event_at
+from .data import read_episode, list_episodes, event_at, frames_to_tensor, _load_json
 from .vae import recon_metrics
 from .compressor import MemoryConfig
 from .teacher_forcing import MemoryWorld, WorldStream
@@ -21,7 +22,7 @@ def loop_rollout(mw: MemoryWorld, vae, frames, actions, captions: dict, clip: in
     """Roll a loop out from its first frame: frames uint8 (T, H, W, 3) (only the first is read), actions (T, 6) -> generated frames in
     [-1, 1] (1, T', 3, H, W), T' = 1 + 4·(whole latents), clip by clip with the memory of everything generated before."""
     dev = next(mw.parameters()).device
-    x = torch.from_numpy(np.asarray(frames[:1])).permute(0, 3, 1, 2).float()[None].to(dev)/127.5 - 1
+    x = frames_to_tensor(frames[:1])[None].to(dev)
     n = 1 + (len(actions) - 1)//4                                                      # latents of the loop
     st = WorldStream(mw, vae, chunk=clip, steps=steps, teacher=teacher).reset(x, (captions['scene'], captions['character'], captions['event']),
                                                                                int(actions[0, 4]))
@@ -45,20 +46,20 @@ def eval_revisit(mw: MemoryWorld, vae, episodes, variants=('compressed', 'full',
     """RevisitBench on the loop episodes among `episodes`, per memory variant: the mean of `revisit_metrics`. Each variant runs `mw` with
     that memory mode, or the model given for it in `models` (e.g. a teacher trained with full context); `teacher`: roll out as the
     bidirectional teacher (no mask) or as the chunk-wise student (Fig. 3's mask)."""
-    loops = [p for p in episodes if read_episode(p).meta.get('loop')][:max_episodes]
+    loops = [p for p in episodes if _load_json(Path(p)/'meta.json').get('loop')][:max_episodes]      # the meta alone: no frames read
     if not loops: raise ValueError(f"no loop episode among {len(episodes)}: generate some with `worldplay2 data generate --kind loop`")
     out = {}
     for v in variants:
         m = (models or {}).get(v, mw)
         old = m.compressor.mc
-        m.compressor.mc = MemoryConfig(**{**old.__dict__, 'mode': v})
+        m.compressor.mc = replace(old, mode=v)
         rows = []
         try:
             for p in loops:
                 ep = read_episode(p)
                 cap = dict(scene=ep.caption['scene'], character=ep.caption['character'] or '', event=event_at(ep.caption, 0.0))
                 gen = loop_rollout(m, vae, ep.frames, ep.actions, cap, clip, steps, teacher)
-                true = torch.from_numpy(ep.frames[:gen.shape[1]]).permute(0, 3, 1, 2).float()[None]/127.5 - 1
+                true = frames_to_tensor(ep.frames[:gen.shape[1]])[None]
                 rows.append(revisit_metrics(gen, true, ep.meta['loop']['turn']))
         finally: m.compressor.mc = old
         out[v] = {k: round(float(np.mean([r[k] for r in rows])), 3) for k in rows[0]} | dict(episodes=len(rows), weights='shared' if m is mw else 'own',

@@ -16,7 +16,7 @@ import torch, torch.nn as nn, torch.nn.functional as F
 import lightning as L
 from einops import rearrange, repeat
 from .dit import WorldModel, MemoryTokens, FlowMatching, EulerSampler, flow_step, model_config
-from .compressor import (MemoryConfig, MemoryLayout, Memory, HistoryCompressor, memory_layout, make_memory, encode_lowres,
+from .compressor import (MemoryConfig, MemoryLayout, Memory, HistoryCompressor, memory_layout, make_memory, shrink,
                                     SINK, CMP, TMP)
 from .controls import FIELDS
 
@@ -114,7 +114,10 @@ class KVCache:
         return _cat_kv([self.sink] + [self.cmp[m] for m in sorted(self.cmp)] + [self.tmp[j] for j in sorted(self.tmp)])
 
     @property
-    def tokens(self): return self.kv()[0][0].shape[2] if self.sink is not None else 0
+    def tokens(self):
+        "Memory tokens cached (per block)."
+        frames = ([self.sink] if self.sink is not None else []) + list(self.cmp.values()) + list(self.tmp.values())
+        return sum(f[0][0].shape[2] for f in frames)
 
     def forget_memory(self):
         "Drop every cached memory frame (they are computed again when needed)."
@@ -145,8 +148,7 @@ class WorldStream:
         mc, vae = self.mw.compressor.mc, self.vae
         mu, _, self.enc_state = vae.encode(frame)
         self.z = vae.normalize(mu)                                                       # (1, 1, C, H, W)
-        lr = F.avg_pool2d(frame[0], mc.s)[None]
-        mu_lr, _, self.lr_state = vae.encode(lr)
+        mu_lr, _, self.lr_state = vae.encode(shrink(frame, mc.s))
         self.z_lr, self.dec_state = vae.normalize(mu_lr), vae.decode(vae.denormalize(self.z))[1]
         self.acts = torch.zeros(1, 1, 6, device=frame.device); self.acts[..., 4] = perspective
         self.captions, self.cache, self.frames = tuple(captions), KVCache(), [frame]
@@ -204,9 +206,7 @@ class WorldStream:
         "Add a finished chunk to the history, with its low-res latents (decode, every l-th frame, s× smaller, encode)."
         vae, mc = self.vae, self.mw.compressor.mc
         frames, self.dec_state = vae.decode(vae.denormalize(x), self.dec_state)      # (1, 4C, 3, H, W)
-        half = frames[:, 1::mc.l]                                                    # the stream's even frames: 4t−2, 4t, ...
-        lr = rearrange(F.avg_pool2d(rearrange(half, 'b t c h w -> (b t) c h w'), mc.s), '(b t) c h w -> b t c h w', b=1)
-        mu_lr, _, self.lr_state = vae.encode(lr, self.lr_state)
+        mu_lr, _, self.lr_state = vae.encode(shrink(frames[:, 1::mc.l], mc.s), self.lr_state)   # the stream's even frames 4t−2, 4t, …
         self.z, self.z_lr = torch.cat([self.z, x], 1), torch.cat([self.z_lr, vae.normalize(mu_lr)], 1)
         self.acts = torch.cat([self.acts, actions], 1)
         self.frames.append(frames)
@@ -260,10 +260,8 @@ class LitForcing(L.LightningModule):
         self.log('val/loss', self._loss(b, torch.Generator().manual_seed(i)))
 
     def configure_optimizers(self):
-        opt = torch.optim.AdamW(self.mw.parameters(), lr=self.lr, weight_decay=0.01)
-        total = self.max_steps or 10_000
-        f = lambda s: min(1.0, (s + 1)/self.warmup)*0.5*(1 + math.cos(math.pi*min(s, total)/total))
-        return dict(optimizer=opt, lr_scheduler=dict(scheduler=torch.optim.lr_scheduler.LambdaLR(opt, f), interval='step'))
+        from worldplay2.train import warmup_cosine
+        return warmup_cosine(torch.optim.AdamW(self.mw.parameters(), lr=self.lr, weight_decay=0.01), self.warmup, self.max_steps or 10_000)
 
 # %% ../nbs/07_teacher_forcing.ipynb #5711d365
 FORCING_TRAIN = dict(tiny=dict(max_steps=100, batch_size=4, lr=1e-3, window=17), small=dict(max_steps=2000, batch_size=4, lr=1e-4, window=39),

@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['VAE_TRAIN', 'BASE_TRAIN', 'PRETRAINED_DIR', 'check_latents_match', 'check_data', 'make_trainer', 'train_vae',
-           'vae_fingerprint', 'encode_latents', 'LatentDataset', 'LitWorld', 'save_world', 'check_latent_stats',
-           'load_world', 'train_base', 'pretrained', 'bench_train_step']
+           'vae_fingerprint', 'encode_latents', 'LatentDataset', 'warmup_cosine', 'LitWorld', 'save_world',
+           'check_latent_stats', 'load_world', 'train_base', 'pretrained', 'bench_train_step']
 
 # %% ../nbs/05_training.ipynb #f418d020
 import itertools, json, math, os, tempfile, time
@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 import lightning as L
 import numpy as np
-from .data import WorldDataModule, list_episodes, write_json_atomic, read_episode, split_episodes, event_at, _atomic_dir, _load_json
+from .data import WorldDataModule, list_episodes, write_json_atomic, read_episode, split_episodes, event_at, _atomic_dir, _load_json, frames_to_tensor
 from .vae import CausalVAE, LitVAE, vae_config, save_vae, load_vae, save_weights, load_weights, fit_latent_stats, bench_vae, pca_init
 from .dit import WorldModel, FlowMatching, flow_step, model_config
 from .controls import mirror_actions
@@ -111,9 +111,8 @@ def encode_latents(vae: CausalVAE, roots, out, progress: bool = True, start_ever
     eps, out, done = [p for r in roots for p in list_episodes(r)], Path(out), []
     check_data(roots, vae.config.res)
     fp, mean, std = vae_fingerprint(vae), vae.z_mean.numpy().copy(), vae.z_std.numpy().copy()
-    pixels = lambda f: torch.from_numpy(f).permute(0, 1, 4, 2, 3).float()/127.5 - 1
-    enc = lambda f: vae.normalize(vae.encode(pixels(f))[0]).half().numpy()
-    enc_lr = lambda f, n: encode_lowres(vae, pixels(f[None, :vae.config.n_frames(n)]), *lowres)[0].half().numpy()
+    enc = lambda f: vae.normalize(vae.encode(frames_to_tensor(f))[0]).half().numpy()
+    enc_lr = lambda f, n: encode_lowres(vae, frames_to_tensor(f[None, :vae.config.n_frames(n)]), *lowres)[0].half().numpy()
     for p in tqdm(eps, desc='encoding latents', disable=not progress):
         dst = out/p.name
         try: old = dict(np.load(dst/'latents.npz')) if (dst/'latents.npz').exists() else {}
@@ -176,6 +175,11 @@ class LatentDataset(torch.utils.data.Dataset):
                     scene=cap['scene'], character=cap['character'] or '', event=event_at(cap, t), stream_start=j == 0)
 
 # %% ../nbs/05_training.ipynb #aa53fcfa
+def warmup_cosine(opt, warmup: int, max_steps: int = None) -> dict:
+    "Lightning's optimizer dict: `opt` with a linear warm-up over `warmup` steps, then a cosine decay to 0 at `max_steps` (none without it)."
+    f = lambda s: min(1.0, (s + 1)/warmup)*(0.5*(1 + math.cos(math.pi*min(s, max_steps)/max_steps)) if max_steps else 1.0)
+    return dict(optimizer=opt, lr_scheduler=dict(scheduler=torch.optim.lr_scheduler.LambdaLR(opt, f), interval='step'))
+
 class LitWorld(L.LightningModule):
     "Flow-matching training of a `WorldModel` on latent windows (stages 1–2)."
     def __init__(self, model: WorldModel, lr: float = 3e-4, max_steps: int = None, warmup: int = 200):
@@ -197,9 +201,7 @@ class LitWorld(L.LightningModule):
 
     def configure_optimizers(self):
         opt = torch.optim.AdamW(self.model.parameters(), lr=self.lr, weight_decay=0.01, betas=(0.9, 0.95))
-        total = self.max_steps or 10**9
-        f = lambda s: min(1.0, (s + 1)/self.warmup)*(0.5*(1 + math.cos(math.pi*min(s, total)/total)) if self.max_steps else 1.0)
-        return dict(optimizer=opt, lr_scheduler=dict(scheduler=torch.optim.lr_scheduler.LambdaLR(opt, f), interval='step'))
+        return warmup_cosine(opt, self.warmup, self.max_steps)
 
 # %% ../nbs/05_training.ipynb #b9762ec6
 def save_world(model: WorldModel, path, dtype=torch.float32, vae: CausalVAE = None):

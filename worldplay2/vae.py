@@ -305,11 +305,11 @@ def frames_at(ep, res: int):
 @torch.no_grad()
 def bench_vae(vae: CausalVAE, episodes, clip: int = 17, max_clips: int = 16) -> dict:
     "Streaming encode/decode frames per second (batch 1) and PSNR/SSIM over clips of `clip` frames from `episodes`."
-    from worldplay2.data import read_episode
+    from worldplay2.data import read_episode, frames_to_tensor
     vae.eval()
     r, clips = vae.config.res, []
     for p in episodes:
-        f = torch.from_numpy(frames_at(read_episode(p), r)).permute(0, 3, 1, 2).float()/127.5 - 1
+        f = frames_to_tensor(frames_at(read_episode(p), r))
         clips += [f[s:s + clip] for s in range(0, len(f) - clip + 1, clip)]
     if not clips: raise ValueError(f"no clip of {clip} frames in {len(episodes)} episodes")
     clips = torch.stack(clips[:max_clips])                            # (N, T, 3, H, W)
