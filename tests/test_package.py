@@ -27,8 +27,17 @@ mw = MemoryWorld(WorldModel(c), HistoryCompressor(MemoryConfig(), c.dit))
 flow_step(mw.model, fm, z[:, :5], a[:, :17], caps).backward()                                            # stages 1-2
 retrieval_loss(mw.compressor, RetrievalDecoder(MemoryConfig(), c.dit), mw.model.dit.patchify, z, z_lr)[0].backward()   # stage 3
 (teacher_loss(mw, fm, z, z_lr, a, caps, 9, 8) + student_loss(mw, fm, z, z_lr, a, caps, 9, 2, 4)).backward()      # stage 4
+from worldplay2.pdd import PDDWorld, PDDConfig, pdd_loss
+pw = PDDWorld(MemoryWorld(WorldModel(c), HistoryCompressor(MemoryConfig(), c.dit)), PDDConfig())
+pdd_loss(pw, mw.eval(), z, z_lr, a, caps, 9, 2, 4).backward()                                              # stage 5
 st = WorldStream(mw, CausalVAE(vae_config('tiny')), chunk=2, steps=2).reset(torch.zeros(1, 1, 3, 32, 32), ('a', '', 'b'))
 assert st.step(a[:, 1:9]).shape == (1, 2, 8, 4, 4)
+st = WorldStream(pw.mw, CausalVAE(vae_config('tiny')), chunk=2, sampler=pw.sampler()).reset(torch.zeros(1, 1, 3, 32, 32), ('a', '', 'b'))
+assert st.step(a[:, 1:9]).shape == (1, 2, 8, 4, 4)                                                        # 4 steps, folded heads
+from worldplay2.dmd import DMDConfig, rollout, clip_scores, replay
+dc = DMDConfig(latents=4, clip=4)
+ro = rollout(pw, CausalVAE(vae_config('tiny')), torch.zeros(1, 1, 3, 32, 32), a[:, :17], [('a', '', 'b')]*2, dc)
+replay(pw, ro, clip_scores(mw, mw, ro, [('a', '', 'b')]*2, dc))                                             # stage 6
 print(worldplay2.__version__)
 """
     r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=300, cwd='/')

@@ -186,10 +186,11 @@ class WorldDiT(nn.Module):
         p = self.c.patch
         return self.patchify(rearrange(z, 'b n c (y p) (x q) -> b (n y x) (c p q)', p=p, q=p))
 
-    def forward(self, x, sigma, e, ctx, ctx_mask=None, mask=None, t0=0.0, memory: MemoryTokens = None, past=None, keep=None):
+    def forward(self, x, sigma, e, ctx, ctx_mask=None, mask=None, t0=0.0, memory: MemoryTokens = None, past=None, keep=None, head=None):
         """x (B, n, C, h, w); sigma (B, n); e (B, n, d_action); ctx (B, Lt, d_text) -> velocity (B, n, C, h, w).
         With `memory`, the sequence is [memory ; clip] and `mask` (if any) covers both; only the clip is predicted. `past`: per block,
-        K/V of earlier tokens the sequence also attends (a KV cache); `keep`: a list that receives per block the sequence's own K/V."""
+        K/V of earlier tokens the sequence also attends (a KV cache); `keep`: a list that receives per block the sequence's own K/V;
+        `head`: an output layer in place of `self.head`; one giving (B, L, K, C·p²) (K heads, notebook 08) makes (K, B, n, C, h, w)."""
         B, n, C, hh, ww = x.shape
         p, S = self.c.patch, (hh//self.c.patch)*(ww//self.c.patch)
         h, temb = self.tokens(x), self.temb(timestep_embedding(sigma, self.c.d_model))     # (B, n·S, D), (B, n, D)
@@ -206,8 +207,8 @@ class WorldDiT(nn.Module):
             h = blk(h, temb, e, ctx[i] if isinstance(ctx, list) else ctx, ctx_mask, ang, slot, mask, None if past is None else past[i], kept)
             if keep is not None: keep.append(kept[0])
         sh, sc = repeat(self.ada_out(temb[:, temb.shape[1] - n:]), 'b n d -> b (n s) d', s=S).chunk(2, -1)
-        out = self.head(modulate(self.norm_out(h[:, M:]), sh, sc))
-        out = rearrange(out, 'b (n y x) (c p q) -> b n c (y p) (x q)', n=n, y=hh//p, p=p, q=p)
+        out = (self.head if head is None else head)(modulate(self.norm_out(h[:, M:]), sh, sc))     # (B, n·S, [K,] C·p²)
+        out = rearrange(out, 'b (n y x) ... (c p q) -> ... b n c (y p) (x q)', n=n, y=hh//p, p=p, q=p)
         if self.c.pred == 'v': return out
         return (x - out)/sigma.clamp_min(self.c.sigma_floor)[..., None, None, None]      # x0-prediction, returned as a velocity
 

@@ -18,13 +18,15 @@ from .teacher_forcing import MemoryWorld, WorldStream
 
 # %% ../nbs/07a_revisit.ipynb #301b07a0
 @torch.no_grad()
-def loop_rollout(mw: MemoryWorld, vae, frames, actions, captions: dict, clip: int = 8, steps: int = 8, teacher: bool = True, seed: int = 0):
+def loop_rollout(mw: MemoryWorld, vae, frames, actions, captions: dict, clip: int = 8, steps: int = 8, teacher: bool = True, seed: int = 0,
+                 sampler=None):
     """Roll a loop out from its first frame: frames uint8 (T, H, W, 3) (only the first is read), actions (T, 6) -> generated frames in
-    [-1, 1] (1, T', 3, H, W), T' = 1 + 4·(whole latents), clip by clip with the memory of everything generated before."""
+    [-1, 1] (1, T', 3, H, W), T' = 1 + 4·(whole latents), clip by clip with the memory of everything generated before; `sampler`: in
+    place of `steps` Euler steps (e.g. notebook 08's few-step sampler)."""
     dev = next(mw.parameters()).device
     x = frames_to_tensor(frames[:1])[None].to(dev)
     n = 1 + (len(actions) - 1)//4                                                      # latents of the loop
-    st = WorldStream(mw, vae, chunk=clip, steps=steps, teacher=teacher).reset(x, (captions['scene'], captions['character'], captions['event']),
+    st = WorldStream(mw, vae, chunk=clip, steps=steps, teacher=teacher, sampler=sampler).reset(x, (captions['scene'], captions['character'], captions['event']),
                                                                                int(actions[0, 4]))
     a = torch.from_numpy(np.asarray(actions, np.float32)).to(dev)
     g = torch.Generator(dev).manual_seed(seed)

@@ -4,8 +4,9 @@
 
 # %% auto #0
 __all__ = ['FORCING_TRAIN', 'ForcingConfig', 'MemoryWorld', 'memory_self_mask', 'forcing_mask', 'chunk_layouts', 'teacher_loss',
-           'student_loss', 'KVCache', 'WorldStream', 'ForcingWindows', 'LitForcing', 'save_memory_world',
-           'load_memory_world', 'train_forcing', 'memory_tokens', 'bench_memory', 'bench_memory_train']
+           'forcing_inputs', 'student_loss', 'KVCache', 'WorldStream', 'ForcingWindows', 'clip_start', 'LitForcing',
+           'memory_world_config', 'memory_world_from_config', 'save_memory_world', 'load_memory_world',
+           'forcing_loaders', 'train_forcing', 'memory_tokens', 'bench_memory', 'run_probe', 'bench_memory_train']
 
 # %% ../nbs/07_teacher_forcing.ipynb #202f817f
 import json, math, time
@@ -83,16 +84,20 @@ def teacher_loss(mw: MemoryWorld, fm: FlowMatching, z, z_lr, actions, captions, 
     return flow_step(mw.model, fm, z[:, t:t + L], actions[:, 1 + 4*(t - 1):1 + 4*(t + L - 1)], captions, generator, i2v=False,
                      memory=mem, t0=t)
 
-def student_loss(mw: MemoryWorld, fm: FlowMatching, z, z_lr, actions, captions, t: int, C: int, k: int, generator=None):
-    "Eq. 5 for the chunk-wise student by teacher forcing: k chunks of C latents from t, each with its own memory (Fig. 3's mask)."
+def forcing_inputs(mw: MemoryWorld, z, z_lr, actions, t: int, C: int, k: int):
+    "What k chunks of C latents from t see under teacher forcing: the packed memory of the true latents, Fig. 3's mask, the chunks' actions."
     mc = mw.compressor.mc
     if C % mc.l: raise ValueError(f"a chunk of {C} latents does not hold whole compressed steps of l = {mc.l}")
     lays, union = chunk_layouts(mc, t, C, k)
     last = t + (k - 1)*C                                                       # the last chunk's start: the packed memory's history
     mem = mw.memory(z[:, :last], z_lr, _acts(actions, last), union)
     mask = forcing_mask(mem, lays, (z.shape[-2]//mw.config.dit.patch)*(z.shape[-1]//mw.config.dit.patch), C)
-    return flow_step(mw.model, fm, z[:, t:t + k*C], actions[:, 1 + 4*(t - 1):1 + 4*(t + k*C - 1)], captions, generator, i2v=False,
-                     sigma_per=C, memory=mem, t0=t, mask=mask)
+    return mem, mask, actions[:, 1 + 4*(t - 1):1 + 4*(t + k*C - 1)]
+
+def student_loss(mw: MemoryWorld, fm: FlowMatching, z, z_lr, actions, captions, t: int, C: int, k: int, generator=None):
+    "Eq. 5 for the chunk-wise student by teacher forcing: k chunks of C latents from t, each with its own memory (Fig. 3's mask)."
+    mem, mask, acts = forcing_inputs(mw, z, z_lr, actions, t, C, k)
+    return flow_step(mw.model, fm, z[:, t:t + k*C], acts, captions, generator, i2v=False, sigma_per=C, memory=mem, t0=t, mask=mask)
 
 # %% ../nbs/07_teacher_forcing.ipynb #053d37ad
 def _cat_kv(parts):
@@ -137,9 +142,10 @@ class KVCache:
 # %% ../nbs/07_teacher_forcing.ipynb #bc9623b9
 class WorldStream:
     "Chunk-wise autoregressive generation with the compressed memory: `reset(first_frame, captions)`, then `step(actions)` per chunk."
-    def __init__(self, mw: MemoryWorld, vae, chunk: int = 2, steps: int = 8, shift: float = None, cache: bool = True, teacher: bool = False):
+    def __init__(self, mw: MemoryWorld, vae, chunk: int = 2, steps: int = 8, shift: float = None, cache: bool = True, teacher: bool = False,
+                 sampler=None):
         self.mw, self.vae, self.C, self.use_cache, self.teacher = mw.eval(), vae.eval(), chunk, cache and not teacher, teacher
-        self.sampler = EulerSampler(steps, mw.config.dit.shift if shift is None else shift)
+        self.sampler = sampler or EulerSampler(steps, mw.config.dit.shift if shift is None else shift)   # or a few-step one (notebook 08)
         if chunk % mw.compressor.mc.l: raise ValueError(f"a chunk of {chunk} latents does not hold whole compressed steps of l = {mw.compressor.mc.l}")
 
     @torch.no_grad()
@@ -179,8 +185,9 @@ class WorldStream:
             c.computed += len(rng)
 
     @torch.no_grad()
-    def step(self, actions, captions=None, generator=None):
-        "Generate the next chunk: actions (1, 4·chunk, 6), optionally new captions -> its latents (1, chunk, C, H, W)."
+    def step(self, actions, captions=None, generator=None, **sampler_kw):
+        """Generate the next chunk: actions (1, 4·chunk, 6), optionally new captions -> its latents (1, chunk, C, H, W). `sampler_kw` go
+        to the sampler; `self.velocity` keeps the chunk's velocity function (its memory and captions fixed) for a later replay."""
         mw, C = self.mw, self.C
         if captions is not None: self.captions = tuple(captions)
         if actions.shape[1] != 4*C: raise ValueError(f"a chunk of {C} latents needs {4*C} action frames, got {actions.shape[1]}")
@@ -191,14 +198,15 @@ class WorldStream:
             ctx = self.cache.caption(dit, mw.model.text, *self.captions)
             self._frames(lay, ctx)
             past = self.cache.kv()
-            vel = lambda x_, s_, cond: mw.model(x_, s_, actions, ctx=ctx, t0=t, past=past)
+            vel = lambda x_, s_, cond, **kw: mw.model(x_, s_, actions, ctx=ctx, t0=t, past=past, **kw)
         else:                                                                    # the reference: the whole memory, every step
             mem = mw.memory(self.z, self.z_lr, self.acts)
             S = (x.shape[-2]//dit.c.patch)*(x.shape[-1]//dit.c.patch)
             mask = None if self.teacher else forcing_mask(mem, [lay], S, C)
             caps = tuple([f] for f in self.captions)
-            vel = lambda x_, s_, cond: mw(x_, s_, actions, caps, mem, t0=t, mask=mask)
-        x = self.sampler(vel, x, generator=generator)
+            vel = lambda x_, s_, cond, **kw: mw(x_, s_, actions, caps, mem, t0=t, mask=mask, **kw)
+        x = self.sampler(vel, x, generator=generator, **sampler_kw)
+        self.velocity = vel
         self._append(x, actions)
         return x
 
@@ -234,6 +242,13 @@ class ForcingWindows(torch.utils.data.Dataset):
     def __len__(self): return len(self.items)
     def __getitem__(self, i): return self.items[i]
 
+def clip_start(b, L: int, l: int, generator=None):
+    "A random target start t in a batch of windows (whole compressed steps of l latents behind it) and the captions there."
+    n = b['z'].shape[1]
+    if n < 1 + L: raise ValueError(f"windows of {n} latents leave no history before a {L}-latent target")
+    t = 1 + l*int(torch.randint(0, (n - L - 1)//l + 1, (1,), generator=generator))   # clips start at 1 + l·j, as streams do
+    return t, (b['scene'], b['character'], list(b['events'][t]))
+
 class LitForcing(L.LightningModule):
     "Stage 4 with Lightning: the bidirectional teacher (`mode='teacher'`) or the chunk-wise student (`'student'`) on eq. 5."
     def __init__(self, mw: MemoryWorld, fc: ForcingConfig, mode: str = 'teacher', lr: float = 1e-4, max_steps: int = None, warmup: int = 100):
@@ -243,12 +258,8 @@ class LitForcing(L.LightningModule):
         self.fm = FlowMatching(mw.config.dit.shift)
 
     def _loss(self, b, generator=None):
-        n = b['z'].shape[1]
         L_ = self.fc.teacher_latents if self.mode == 'teacher' else self.fc.chunk*self.fc.chunks
-        if n < 1 + L_: raise ValueError(f"windows of {n} latents leave no history before a {L_}-latent target")
-        l = self.mw.compressor.mc.l                                          # clips start at 1 + l·j, as streams do (whole steps behind)
-        t = 1 + l*int(torch.randint(0, (n - L_ - 1)//l + 1, (1,), generator=generator))
-        caps = (b['scene'], b['character'], list(b['events'][t]))
+        t, caps = clip_start(b, L_, self.mw.compressor.mc.l, generator)
         if self.mode == 'teacher': return teacher_loss(self.mw, self.fm, b['z'], b['z_lr'], b['actions'], caps, t, L_, generator)
         return student_loss(self.mw, self.fm, b['z'], b['z_lr'], b['actions'], caps, t, self.fc.chunk, self.fc.chunks, generator)
 
@@ -267,25 +278,34 @@ class LitForcing(L.LightningModule):
 FORCING_TRAIN = dict(tiny=dict(max_steps=100, batch_size=4, lr=1e-3, window=17), small=dict(max_steps=2000, batch_size=4, lr=1e-4, window=39),
                      base=dict(max_steps=50_000, batch_size=16, lr=5e-5, window=65))
 
+def memory_world_config(mw: MemoryWorld, vae=None) -> dict:
+    "The typed configs of a `MemoryWorld` as a dict, with the latent statistics it learnt (from `vae` if given)."
+    c = mw.config
+    cfg = dict(vae=asdict(c.vae), dit=asdict(c.dit), control=asdict(c.control), memory=asdict(mw.compressor.mc))
+    stats = getattr(mw.model, 'latent_stats', None) if vae is None else dict(z_mean=vae.z_mean.tolist(), z_std=vae.z_std.tolist())
+    return cfg | (dict(latents=stats) if stats else {})
+
+def memory_world_from_config(cfg: dict) -> MemoryWorld:
+    "A fresh `MemoryWorld` built from `memory_world_config`'s dict (the latent statistics attached, the weights untrained)."
+    from worldplay2.vae import VAEConfig
+    from worldplay2.dit import DiTConfig, ModelConfig
+    from worldplay2.controls import ControlConfig
+    mc = ModelConfig(VAEConfig(**dict(cfg['vae'], widths=tuple(cfg['vae']['widths']))), DiTConfig(**cfg['dit']), ControlConfig(**cfg['control']))
+    mw = MemoryWorld(WorldModel(mc), HistoryCompressor(MemoryConfig(**cfg['memory']), mc.dit))
+    mw.model.latent_stats = cfg.get('latents')
+    return mw
+
 def save_memory_world(mw: MemoryWorld, path, dtype=torch.float32, vae=None):
     "Write a `MemoryWorld` to the folder `path`: config.json (with the latent statistics it learnt) and model.safetensors."
     from worldplay2.vae import save_weights
-    c = mw.config
-    cfg = dict(model='MemoryWorld', vae=asdict(c.vae), dit=asdict(c.dit), control=asdict(c.control), memory=asdict(mw.compressor.mc))
-    stats = getattr(mw.model, 'latent_stats', None) if vae is None else dict(z_mean=vae.z_mean.tolist(), z_std=vae.z_std.tolist())
-    if stats: cfg['latents'] = stats
-    return save_weights(mw, path, cfg, dtype)
+    return save_weights(mw, path, dict(model='MemoryWorld', **memory_world_config(mw, vae)), dtype)
 
 def load_memory_world(path) -> MemoryWorld:
     "Load a `MemoryWorld` written by `save_memory_world` (float32, eval mode)."
-    from worldplay2.vae import load_weights, VAEConfig
-    from worldplay2.dit import DiTConfig, ModelConfig
-    from worldplay2.controls import ControlConfig
+    from worldplay2.vae import load_weights
     cfg, sd = load_weights(path, 'MemoryWorld')
-    mc = ModelConfig(VAEConfig(**dict(cfg['vae'], widths=tuple(cfg['vae']['widths']))), DiTConfig(**cfg['dit']), ControlConfig(**cfg['control']))
-    mw = MemoryWorld(WorldModel(mc), HistoryCompressor(MemoryConfig(**cfg['memory']), mc.dit))
+    mw = memory_world_from_config(cfg)
     mw.load_state_dict(sd)
-    mw.model.latent_stats = cfg.get('latents')
     return mw.eval()
 
 def _model_kind(path):
@@ -293,16 +313,25 @@ def _model_kind(path):
     try: return json.loads((Path(path)/'config.json').read_text()).get('model')
     except (OSError, ValueError): return None
 
+def forcing_loaders(vae, data, out, n: int, mc: MemoryConfig, batch_size: int, num_workers: int = 0, progress: bool = True):
+    "Encode the episodes under `data` into `out`/latents (with low-res latents for `mc`) -> (paths, {'train', 'val'} loaders of n-latent windows)."
+    from worldplay2.train import encode_latents
+    from worldplay2.data import split_episodes
+    paths = encode_latents(vae, data, Path(out)/'latents', progress, lowres=(mc.l, mc.s))
+    dl = lambda ps, shuffle: torch.utils.data.DataLoader(ForcingWindows(ps, n, mc.l), batch_size=batch_size, shuffle=shuffle, num_workers=num_workers)
+    train, val = split_episodes(paths)
+    return paths, dict(train=dl(train, True), val=dl(val, False))
+
 def train_forcing(data, out, mode: str, init, vae, compressor=None, preset: str = 'small', max_steps: int = None, batch_size: int = None,
                   window: int = None, forcing: ForcingConfig = None, devices=1, strategy='auto', num_workers: int = 0, seed: int = 0,
                   progress: bool = True, **trainer_kw) -> dict:
     """Stage 4 (`worldplay2 train teacher|student`): encode the episodes under `data` with the VAE folder `vae`, then train the
     bidirectional teacher or the chunk-wise student on eq. 5. `init`: a model with memory (a teacher, for the student), or — for the
     teacher — a world model folder of stages 1–2, joined to the stage-1 `compressor` folder (a fresh compressor without one)."""
-    from worldplay2.train import encode_latents, make_trainer, load_world, check_latent_stats, _resume_path
+    from worldplay2.train import make_trainer, load_world, check_latent_stats, _resume_path
     from worldplay2.compressor import load_compressor
     from worldplay2.vae import load_vae
-    from worldplay2.data import split_episodes, write_json_atomic
+    from worldplay2.data import write_json_atomic
     out, fc = Path(out), forcing or ForcingConfig()
     if mode not in ('teacher', 'student'): raise ValueError(f"unknown mode '{mode}'; known: teacher, student")
     v = load_vae(vae)
@@ -321,18 +350,15 @@ def train_forcing(data, out, mode: str, init, vae, compressor=None, preset: str 
     hp = FORCING_TRAIN[preset]
     steps, bs, n = max_steps or hp['max_steps'], batch_size or hp['batch_size'], window or hp['window']
     mc = mw.compressor.mc
-    paths = encode_latents(v, data, out/'latents', progress, lowres=(mc.l, mc.s))
-    train, val = split_episodes(paths)
-    tr, va = ForcingWindows(train, n, mc.l), ForcingWindows(val, n, mc.l)
+    paths, dl = forcing_loaders(v, data, out, n, mc, bs, num_workers, progress)
     L.seed_everything(seed, verbose=False)
-    dl = lambda ds, shuffle: torch.utils.data.DataLoader(ds, batch_size=bs, shuffle=shuffle, num_workers=num_workers)
     lit = LitForcing(mw, fc, mode, hp['lr'], steps)
     trainer = make_trainer(out, steps, devices, strategy, progress=progress, **trainer_kw)
     t0 = time.time()
-    trainer.fit(lit, dl(tr, True), dl(va, False), ckpt_path=_resume_path(out))
+    trainer.fit(lit, dl['train'], dl['val'], ckpt_path=_resume_path(out))
     if trainer.global_rank != 0: return {}
     save_memory_world(lit.mw, out/'model', vae=v)
-    r = trainer.validate(lit, dl(va, False), verbose=False)[0]
+    r = trainer.validate(lit, dl['val'], verbose=False)[0]
     metrics = dict(stage=mode, preset=preset, steps=int(trainer.global_step), batch_size=bs, window=n, episodes=len(paths), init=str(init),
                    compressor=None if compressor is None else str(compressor), forcing=asdict(fc), memory=asdict(mc),
                    val_loss=round(r['val/loss'], 4), wall_s_this_run=round(time.time() - t0, 1), params=sum(p.numel() for p in mw.parameters()))
@@ -402,22 +428,28 @@ for i in range(2):
 print(json.dumps(dict(step_s=times[-1], peak_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024)))
 """
 
+def run_probe(code: str, args, timeout: int, what: str):
+    """Run `code` in a fresh Python with `args` on its command line; it prints one JSON line last. -> (that dict, None), or
+    (None, why) when it ran out of memory or time; any other failure raises."""
+    import subprocess, sys
+    try: r = subprocess.run([sys.executable, '-c', code, *map(str, args)], capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired: return None, f'over {timeout} s'
+    if r.returncode:
+        err = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f'exit status {r.returncode}'
+        if r.returncode > 0 and 'memory' not in err.lower() and 'alloc' not in err.lower(): raise RuntimeError(f"probe failed ({what}): {r.stderr[-800:]}")
+        return None, f'out of memory ({err[:120]})'
+    return json.loads(r.stdout.strip().splitlines()[-1]), None
+
 def bench_memory_train(preset: str = 'small', horizons=(16, 32, 64, 128, 256, 512, 1024), limit_gb: float = 20.0, timeout: int = 900) -> dict:
     """Seconds per teacher training step and peak resident memory (MB) at each history length, compressed vs full-context memory,
     each in a fresh process limited to `limit_gb` of address space; a mode stops at its first horizon that fails (or runs out of time)."""
-    import subprocess, sys
     L_ = ForcingConfig().teacher_latents
     out = dict(preset=preset, batch_size=1, target_latents=L_, limit_gb=limit_gb, horizons=list(horizons))
     for mode in ('compressed', 'full'):
         step_s, peak, stop = [], [], 'all horizons ran'
         for h in horizons:
-            try: r = subprocess.run([sys.executable, '-c', _TRAIN_PROBE, preset, mode, str(h), str(L_), str(limit_gb)], capture_output=True, text=True, timeout=timeout)
-            except subprocess.TimeoutExpired: stop = f'horizon {h}: over {timeout} s'; break
-            if r.returncode:
-                err = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f'exit status {r.returncode}'
-                if r.returncode > 0 and 'memory' not in err.lower() and 'alloc' not in err.lower(): raise RuntimeError(f"training-step probe failed ({mode}, horizon {h}): {r.stderr[-800:]}")
-                stop = f'horizon {h}: out of memory ({err[:120]})'; break
-            m = json.loads(r.stdout.strip().splitlines()[-1])
+            m, why = run_probe(_TRAIN_PROBE, [preset, mode, h, L_, limit_gb], timeout, f'{mode}, horizon {h}')
+            if m is None: stop = f'horizon {h}: {why}'; break
             step_s.append(round(m['step_s'], 3)); peak.append(round(m['peak_mb']))
         out[f'train_step_s_{mode}'], out[f'peak_mb_{mode}'], out[f'stopped_{mode}'] = step_s, peak, stop
         out[f'longest_horizon_{mode}'] = horizons[len(step_s) - 1] if step_s else 0
