@@ -82,8 +82,9 @@ def cmd_train(a):
     def pdd(data, out, preset, max_steps, batch_size, init=None, vae=None, solver='euler', **kw):
         from worldplay2.pdd import train_pdd, PDDConfig
         return train_pdd(data, out, init, vae, preset, max_steps, batch_size, pdd=PDDConfig(solver=solver), **kw)
-    def dmd(data, out, preset, max_steps, batch_size, init=None, vae=None, teacher=None, dmd_config=None, **kw):
+    def dmd(data, out, preset, max_steps, batch_size, init=None, vae=None, teacher=None, dmd_config=None, window=None, **kw):
         from worldplay2.dmd import train_dmd
+        if batch_size is not None or window is not None: raise ValueError("train dmd runs one rollout per step from each window's start: no --batch-size or --window")
         return train_dmd(data, out, init, teacher, vae, preset, max_steps, dmd_config, **kw)
     runners = dict(vae=train_vae, base=train_base, compressor=train_compressor, teacher=forcing('teacher'), student=forcing('student'), pdd=pdd, dmd=dmd)
     devices = int(a.devices) if str(a.devices).isdigit() else a.devices
@@ -94,7 +95,7 @@ def cmd_train(a):
     extra = dict(base=dict(vae=a.vae, init=a.init, start_share=a.start_share, p_i2v=a.p_i2v, p_high_sigma=a.p_high_sigma),
                  compressor=dict(vae=a.vae, model=a.model, window=a.window), teacher=memory, student=memory,
                  pdd=dict(init=a.init, vae=a.vae, window=a.window, solver=a.solver),
-                 dmd=dict(init=a.init, vae=a.vae, teacher=a.teacher, dmd_config=dmd_config(a)) if a.stage == 'dmd' else {}).get(a.stage, {})
+                 dmd=dict(init=a.init, vae=a.vae, teacher=a.teacher, window=a.window, dmd_config=dmd_config(a)) if a.stage == 'dmd' else {}).get(a.stage, {})
     m = runners[a.stage](a.data, a.out, a.preset, a.max_steps, a.batch_size, devices=devices, strategy=a.strategy,
                          num_workers=a.num_workers, seed=a.seed, progress=not a.quiet, **extra)
     if m: print(json.dumps(m))

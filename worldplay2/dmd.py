@@ -14,7 +14,7 @@ import numpy as np
 import torch, torch.nn as nn, torch.nn.functional as F
 import lightning as L
 from .dit import FlowMatching
-from .teacher_forcing import (MemoryWorld, WorldStream, ForcingConfig, FORCING_TRAIN, teacher_loss, forcing_loaders,
+from .teacher_forcing import (MemoryWorld, WorldStream, ForcingConfig, teacher_loss, forcing_loaders,
                                         load_memory_world, run_probe, _model_kind)
 from .pdd import PDDWorld, PDDConfig, save_pdd_world, load_pdd_world
 
@@ -121,6 +121,7 @@ class LitDMD(L.LightningModule):
         self.gen, self.real, self.fake, self.vae = gen, real.eval().requires_grad_(False), fake, vae.eval().requires_grad_(False)
         self.dc, self.chunk, self.lr, self.lr_fake = dc, chunk, lr, lr_fake
         self.fm = FlowMatching(real.config.dit.shift)
+        if dc.latents % chunk or dc.clip % chunk: raise ValueError(f"rollouts of {dc.latents} and clips of {dc.clip} latents must hold whole chunks of {chunk}")
 
     def train(self, mode: bool = True):
         super().train(mode); self.real.eval(); self.vae.eval()
@@ -141,6 +142,7 @@ class LitDMD(L.LightningModule):
         g = clip_scores(self.real, self.fake, ro, caps, self.dc, self.chunk)
         opt_g.zero_grad()
         loss = replay(self.gen, ro, g, self.manual_backward)
+        torch.nn.utils.clip_grad_norm_(self.gen.parameters(), 10.0)
         opt_g.step()
         lf = torch.zeros(())
         for _ in range(self.dc.critic_steps):
@@ -150,8 +152,8 @@ class LitDMD(L.LightningModule):
         self.log_dict({'train/dmd': loss, 'train/g_abs': g.abs().mean(), 'train/critic': lf}, prog_bar=True)
 
     def configure_optimizers(self):
-        return [torch.optim.AdamW(self.gen.parameters(), lr=self.lr, weight_decay=0.0),
-                torch.optim.AdamW(self.fake.parameters(), lr=self.lr_fake, weight_decay=0.0)]
+        adam = lambda m, lr: torch.optim.AdamW(m.parameters(), lr=lr, betas=(0.0, 0.999), weight_decay=0.0)   # β1 = 0, as DMD2 / Self-Forcing
+        return [adam(self.gen, self.lr), adam(self.fake, self.lr_fake)]
 
 # %% ../nbs/09_stable_forcing.ipynb #b8b92eaa
 DMD_TRAIN = dict(tiny=dict(max_steps=20, lr=1e-4, lr_fake=1e-4), small=dict(max_steps=400, lr=1e-5, lr_fake=2e-5),
@@ -174,12 +176,13 @@ def train_dmd(data, out, init, teacher, vae, preset: str = 'small', max_steps: i
     v, real, fake = load_vae(vae), load_memory_world(teacher), load_memory_world(teacher)
     for m, name in ((gen.mw.model, init), (real.model, teacher)): check_latent_stats(m, v, f"the model of {name}")
     hp = DMD_TRAIN[preset]
-    steps, n = max_steps or hp['max_steps'], max(FORCING_TRAIN[preset]['window'], 1 + dc.latents)
+    steps, n = max_steps or hp['max_steps'], 1 + dc.latents
     paths, dl = forcing_loaders(v, data, out, n, gen.mw.compressor.mc, 1, num_workers, progress)
     L.seed_everything(seed, verbose=False)
     lit = LitDMD(gen.train(), real, fake.train(), v, dc, fc.chunk, hp['lr'], hp['lr_fake'])
     per = 1 + dc.critic_steps                                                   # Lightning counts every optimiser step
-    trainer = make_trainer(out, steps*per, devices, strategy, progress=progress, **trainer_kw)
+    if devices != 1 and strategy == 'auto': strategy = 'ddp_find_unused_parameters_true'   # replay never reaches the critic, nor its update the student
+    trainer = make_trainer(out, steps*per, devices, strategy, progress=progress, **dict(dict(ckpt_every=100*per), **trainer_kw))
     t0 = time.time()
     trainer.fit(lit, dl['train'], ckpt_path=_resume_path(out))
     if trainer.global_rank != 0: return {}
@@ -208,6 +211,7 @@ r = c.dit.latent_res; n = 1 + h
 b = dict(z=torch.randn(1, n, c.dit.z_ch, r, r), actions=torch.zeros(1, 1 + 4*h, 6), scene=['An open walled arena.'], character=[''],
          events=[['No event.']]*n)
 b['actions'][..., 4] = 1
+dc = lit.dc; lit.dc = DMDConfig(latents=2, clip=2, context=context); lit.training_step(b, 0); lit.dc = dc      # warm-up: first-call costs
 t0 = time.perf_counter(); lit.training_step(b, 0); dt = time.perf_counter() - t0
 print(json.dumps(dict(iter_s=dt, peak_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024)))
 """
@@ -215,7 +219,7 @@ print(json.dumps(dict(iter_s=dt, peak_mb=resource.getrusage(resource.RUSAGE_SELF
 def bench_distill(preset: str = 'small', horizons=(16, 32, 64, 128), limit_gb: float = 20.0, timeout: int = 900) -> dict:
     """Seconds per Stable Forcing iteration and peak resident memory (MB) at each rollout horizon (latents), clip-wise vs full-context
     scoring, each in a fresh process limited to `limit_gb`; null where a variant ran out of memory or time (and it stops there)."""
-    out = dict(preset=preset, limit_gb=limit_gb, clip=8, horizons=list(horizons))
+    out = dict(preset=preset, limit_gb=limit_gb, clip=8, clip_note='clip-wise scores 8-latent clips (the whole rollout when shorter)', horizons=list(horizons))
     for context, key in (('clip', 'clipwise'), ('full', 'full')):
         it, peak, stop = [], [], 'all horizons ran'
         for h in horizons:

@@ -63,6 +63,7 @@ class PDDWorld(nn.Module):
         super().__init__()
         self.mw, self.pc = mw, pc
         self.heads = HeadBank(mw.model.dit.head, pc.n)
+        mw.model.dit.head.requires_grad_(False)                                 # replaced by the bank: no gradient ever reaches it
 
     @property
     def config(self): return self.mw.config
@@ -173,7 +174,8 @@ class LitPDD(L.LightningModule):
 
     def configure_optimizers(self):
         from worldplay2.train import warmup_cosine
-        return warmup_cosine(torch.optim.AdamW(self.student.parameters(), lr=self.lr, weight_decay=0.01), self.warmup, self.max_steps or 10_000)
+        steps = self.max_steps or 10_000
+        return warmup_cosine(torch.optim.AdamW(self.student.parameters(), lr=self.lr, weight_decay=0.01), min(self.warmup, max(1, steps//10)), steps)
 
 # %% ../nbs/08_pdd.ipynb #9db5f0b1
 PDD_TRAIN = dict(tiny=dict(max_steps=60, batch_size=4, lr=1e-4), small=dict(max_steps=1500, batch_size=4, lr=5e-5),

@@ -114,9 +114,13 @@ class KVCache:
     text: dict = field(default_factory=dict)           # field -> (text, per block (k, v), padding mask (B, L))
     computed: int = 0                                  # memory frames run through the DiT so far
 
+    def parts(self):
+        "The cached memory frames in layout order, each per block (k, v): references, not copies."
+        return [self.sink] + [self.cmp[m] for m in sorted(self.cmp)] + [self.tmp[j] for j in sorted(self.tmp)]
+
     def kv(self):
         "Per block (k, v) of all cached memory tokens, in layout order."
-        return _cat_kv([self.sink] + [self.cmp[m] for m in sorted(self.cmp)] + [self.tmp[j] for j in sorted(self.tmp)])
+        return _cat_kv(self.parts())
 
     @property
     def tokens(self):
@@ -197,16 +201,18 @@ class WorldStream:
         if self.use_cache:
             ctx = self.cache.caption(dit, mw.model.text, *self.captions)
             self._frames(lay, ctx)
-            past = self.cache.kv()
+            parts = self.cache.parts()
+            past = _cat_kv(parts)
             vel = lambda x_, s_, cond, **kw: mw.model(x_, s_, actions, ctx=ctx, t0=t, past=past, **kw)
+            kept = lambda x_, s_, cond, **kw: mw.model(x_, s_, actions, ctx=ctx, t0=t, past=_cat_kv(parts), **kw)   # holds frames, not a copy
         else:                                                                    # the reference: the whole memory, every step
             mem = mw.memory(self.z, self.z_lr, self.acts)
             S = (x.shape[-2]//dit.c.patch)*(x.shape[-1]//dit.c.patch)
             mask = None if self.teacher else forcing_mask(mem, [lay], S, C)
             caps = tuple([f] for f in self.captions)
-            vel = lambda x_, s_, cond, **kw: mw(x_, s_, actions, caps, mem, t0=t, mask=mask, **kw)
+            vel = kept = lambda x_, s_, cond, **kw: mw(x_, s_, actions, caps, mem, t0=t, mask=mask, **kw)
         x = self.sampler(vel, x, generator=generator, **sampler_kw)
-        self.velocity = vel
+        self.velocity = kept
         self._append(x, actions)
         return x
 
