@@ -63,7 +63,7 @@ def test_wheel_contents(tmp_path):
     assert {'worldplay2/world.py', 'worldplay2/data.py', 'worldplay2/cli.py'} <= set(names)
     assert any(n.endswith('entry_points.txt') for n in names)
     shipped = [p.relative_to(ROOT).as_posix() for p in (ROOT/'worldplay2'/'pretrained').rglob('*') if p.is_file()]
-    assert len(shipped) >= 4 and all(s in names for s in shipped)       # small-vae: config, weights, metrics, curve
+    assert len(shipped) >= 8 and all(s in names for s in shipped)       # small-vae, small-base: config, weights, metrics, curve each
     assert sum(i.file_size for i in z.infolist()) < 100*2**20
 
 @pytest.mark.slow
@@ -78,6 +78,7 @@ def test_wheel_installs_in_fresh_venv(tmp_path):
     code = ("from worldplay2.data import samples_dir, list_episodes, read_episode; d = samples_dir(); "
             "assert 'site-packages' in str(d), d; eps = list_episodes(d); [read_episode(e) for e in eps]; "
             "from worldplay2.train import pretrained; from worldplay2.vae import load_vae; "
+            "from worldplay2.train import load_world; load_world(pretrained('small-base')); "
             "assert 'site-packages' in str(pretrained('small-vae')); load_vae(pretrained('small-vae')); print(len(eps))")
     r = subprocess.run([py, '-c', code], capture_output=True, text=True, timeout=300, cwd=str(tmp_path))
     assert r.returncode == 0, r.stderr[-2000:]

@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['cmd_preview', 'cmd_data_generate', 'cmd_data_samples', 'one_core', 'cmd_bench_world', 'dmd_config', 'cmd_train',
            'cmd_bench_vae', 'cmd_bench_train', 'cmd_bench_memory', 'cmd_eval_control', 'cmd_eval_revisit',
-           'cmd_eval_pdd', 'cmd_bench_distill', 'parser', 'main']
+           'cmd_eval_pdd', 'load_player', 'cmd_bench_stream', 'cmd_bench_distill', 'parser', 'main']
 
 # %% ../nbs/90_cli.ipynb #07f35a5d
 import argparse, json, os, sys, time
@@ -86,7 +86,9 @@ def cmd_train(a):
         from worldplay2.dmd import train_dmd
         if batch_size is not None or window is not None: raise ValueError("train dmd runs one rollout per step from each window's start: no --batch-size or --window")
         return train_dmd(data, out, init, teacher, vae, preset, max_steps, dmd_config, **kw)
-    runners = dict(vae=train_vae, base=train_base, compressor=train_compressor, teacher=forcing('teacher'), student=forcing('student'), pdd=pdd, dmd=dmd)
+    def compressor(data, out, preset, max_steps, batch_size, model=None, vae=None, **kw):
+        return train_compressor(data, out, model, vae, preset, max_steps, batch_size, **kw)
+    runners = dict(vae=train_vae, base=train_base, compressor=compressor, teacher=forcing('teacher'), student=forcing('student'), pdd=pdd, dmd=dmd)
     devices = int(a.devices) if str(a.devices).isdigit() else a.devices
     need = dict(base=('vae',), compressor=('vae', 'model'), teacher=('vae', 'init'), student=('vae', 'init'), pdd=('vae', 'init'), dmd=('vae', 'init', 'teacher')).get(a.stage, ())
     missing = [f'--{k}' for k in need if getattr(a, k) is None]
@@ -305,6 +307,54 @@ def _bench_parser(sub):
     x.add_argument('--timeout', type=int, default=900, help='seconds one iteration may take')
     x.add_argument('--json', action='store_true')
     x.set_defaults(fn=cmd_bench_distill)
+    st = b.add_parser('stream', help='real-time play: frames/s, first-frame and per-chunk latency over a long run, beside the naive path')
+    st.add_argument('--preset', choices=('tiny', 'small', 'base'), default='small')
+    st.add_argument('--checkpoint', default=None, help='a model with memory (train student / pdd / dmd); default: random weights of --preset (timing only)')
+    st.add_argument('--vae', default=None, help='its vae/ folder (default: the shipped small VAE)')
+    st.add_argument('--steps', type=int, default=4, help='denoising steps per chunk with random weights (a PDD checkpoint brings its own)')
+    st.add_argument('--at', type=int, nargs='+', default=[1, 100, 1000], help='chunks at which to report the latency (median of 5)')
+    st.add_argument('--chunk', type=int, default=2)
+    st.add_argument('--max-cmp', type=int, default=64, help='cap on compressed memory steps')
+    st.add_argument('--naive-chunks', type=int, default=8)
+    st.add_argument('--naive-steps', type=int, default=30)
+    st.add_argument('--threads', type=int, nargs='*', default=None, help='thread counts to try (default: torch\'s)')
+    st.add_argument('--json', action='store_true')
+    st.set_defaults(fn=cmd_bench_stream)
+
+def load_player(checkpoint, vae=None):
+    "(MemoryWorld, VAE, sampler, what) for play: a `train pdd`/`dmd` folder (its K steps) or a `train student` one (8 Euler steps)."
+    from worldplay2.teacher_forcing import load_memory_world, _model_kind
+    from worldplay2.pdd import load_pdd_world
+    from worldplay2.vae import load_vae
+    from worldplay2.train import pretrained, check_latent_stats
+    from worldplay2.dit import EulerSampler
+    kind = _model_kind(checkpoint)
+    if kind == 'PDDWorld': pw = load_pdd_world(checkpoint); mw, sampler = pw.mw, pw.sampler()
+    elif kind == 'MemoryWorld': mw = load_memory_world(checkpoint); sampler = EulerSampler(8, mw.config.dit.shift)
+    else: raise ValueError(f"{checkpoint} is not a model with memory (`train student`, `train pdd` or `train dmd`)")
+    v = load_vae(vae or pretrained('small-vae'))
+    check_latent_stats(mw.model, v)
+    return mw, v, sampler, f'{kind} {checkpoint}'
+
+def cmd_bench_stream(a):
+    "Streaming frames/s, first-frame latency and chunk latency over a long run, beside the naive path."
+    import torch
+    from worldplay2.realtime import bench_stream
+    from worldplay2.dit import WorldModel, EulerSampler, model_config
+    from worldplay2.compressor import MemoryConfig, HistoryCompressor
+    from worldplay2.teacher_forcing import MemoryWorld
+    from worldplay2.vae import CausalVAE, vae_config, load_vae
+    from worldplay2.train import pretrained
+    if a.checkpoint: mw, vae, sampler, what = load_player(a.checkpoint, a.vae)
+    else:                                                                       # timing only: the cost does not depend on the weights
+        c = model_config(a.preset); torch.manual_seed(0)
+        mw, sampler = MemoryWorld(WorldModel(c), HistoryCompressor(MemoryConfig(), c.dit)), EulerSampler(a.steps, c.dit.shift)
+        vae = load_vae(a.vae) if a.vae else (load_vae(pretrained('small-vae')) if a.preset == 'small' else CausalVAE(vae_config(a.preset)))
+        what = f'random {a.preset} weights (timing only), {a.steps} Euler steps per chunk'
+    res = bench_stream(mw, vae, sampler, tuple(a.at), a.chunk, a.max_cmp, a.naive_chunks, a.naive_steps, tuple(a.threads) if a.threads else (None,))
+    res['model'] = what
+    print(json.dumps(res) if a.json else res)
+    return res
 
 def cmd_bench_distill(a):
     "Seconds per Stable Forcing iteration and peak memory by rollout horizon, clip-wise vs full-context scoring."

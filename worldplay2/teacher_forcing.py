@@ -147,8 +147,9 @@ class KVCache:
 class WorldStream:
     "Chunk-wise autoregressive generation with the compressed memory: `reset(first_frame, captions)`, then `step(actions)` per chunk."
     def __init__(self, mw: MemoryWorld, vae, chunk: int = 2, steps: int = 8, shift: float = None, cache: bool = True, teacher: bool = False,
-                 sampler=None):
+                 sampler=None, keep_video: bool = True):
         self.mw, self.vae, self.C, self.use_cache, self.teacher = mw.eval(), vae.eval(), chunk, cache and not teacher, teacher
+        self.keep_video = keep_video                                            # off for endless play: `video()` then holds the first frame only
         self.sampler = sampler or EulerSampler(steps, mw.config.dit.shift if shift is None else shift)   # or a few-step one (notebook 08)
         if chunk % mw.compressor.mc.l: raise ValueError(f"a chunk of {chunk} latents does not hold whole compressed steps of l = {mw.compressor.mc.l}")
 
@@ -192,6 +193,12 @@ class WorldStream:
     def step(self, actions, captions=None, generator=None, **sampler_kw):
         """Generate the next chunk: actions (1, 4·chunk, 6), optionally new captions -> its latents (1, chunk, C, H, W). `sampler_kw` go
         to the sampler; `self.velocity` keeps the chunk's velocity function (its memory and captions fixed) for a later replay."""
+        for _ in self.step_frames(actions, captions, generator, **sampler_kw): pass
+        return self.z[:, -self.C:]
+
+    @torch.no_grad()
+    def step_frames(self, actions, captions=None, generator=None, **sampler_kw):
+        "`step`, yielding the chunk's frames (1, 4, 3, H, W) latent by latent as soon as each is decoded (progressive decoding)."
         mw, C = self.mw, self.C
         if captions is not None: self.captions = tuple(captions)
         if actions.shape[1] != 4*C: raise ValueError(f"a chunk of {C} latents needs {4*C} action frames, got {actions.shape[1]}")
@@ -213,17 +220,21 @@ class WorldStream:
             vel = kept = lambda x_, s_, cond, **kw: mw(x_, s_, actions, caps, mem, t0=t, mask=mask, **kw)
         x = self.sampler(vel, x, generator=generator, **sampler_kw)
         self.velocity = kept
-        self._append(x, actions)
-        return x
+        yield from self._append(x, actions)
 
     def _append(self, x, actions):
-        "Add a finished chunk to the history, with its low-res latents (decode, every l-th frame, s× smaller, encode)."
-        vae, mc = self.vae, self.mw.compressor.mc
-        frames, self.dec_state = vae.decode(vae.denormalize(x), self.dec_state)      # (1, 4C, 3, H, W)
+        """Add a finished chunk to the history, decoding it latent by latent (each decoded latent's frames are yielded at once), with
+        its low-res latents (every l-th frame, s× smaller, encoded)."""
+        vae, mc, frames = self.vae, self.mw.compressor.mc, []
+        for j in range(x.shape[1]):
+            f, self.dec_state = vae.decode(vae.denormalize(x[:, j:j + 1]), self.dec_state)   # (1, 4, 3, H, W): the causal decoder streams
+            frames.append(f)
+            yield f
+        frames = torch.cat(frames, 1)
         mu_lr, _, self.lr_state = vae.encode(shrink(frames[:, 1::mc.l], mc.s), self.lr_state)   # the stream's even frames 4t−2, 4t, …
         self.z, self.z_lr = torch.cat([self.z, x], 1), torch.cat([self.z_lr, vae.normalize(mu_lr)], 1)
         self.acts = torch.cat([self.acts, actions], 1)
-        self.frames.append(frames)
+        if self.keep_video: self.frames.append(frames)
 
     def video(self):
         "All frames so far, (1, 1 + 4·latents, 3, H, W) in [-1, 1] (the first as given, the rest decoded)."
