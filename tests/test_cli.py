@@ -83,3 +83,8 @@ def test_every_training_stage_from_the_shell(tmp_path):
         assert r.returncode == 0, f"train {stage}: {r.stderr[-1500:]}"
         m = json.loads(r.stdout.strip().splitlines()[-1])
         assert m['steps'] == 2, (stage, m)
+    r = run('play', '--checkpoint', str(d/'dmd'/'model'), '--vae', str(d/'vae'/'vae'), '--actions', 'w*8 right+w*4', '--event', 'at 0.5s: It starts to snow.',
+            '--out', str(d/'play.mp4'))
+    assert r.returncode == 0, r.stderr[-1500:]
+    out = json.loads(r.stdout)
+    assert out['frames'] == 17 and (d/'play.mp4').stat().st_size > 1000 and out['events'] == [[0.5, 'It starts to snow.']]

@@ -199,8 +199,8 @@ def train_pdd(data, out, init, vae, preset: str = 'small', max_steps: int = None
               progress: bool = True, **trainer_kw) -> dict:
     """Stage 5 (`worldplay2 train pdd`): the chunk-wise student folder `init` (`train student`) gets a bank of interval heads and
     learns eq. 6 from a frozen copy of itself on the episodes under `data` (encoded with the VAE folder `vae`)."""
-    from worldplay2.train import make_trainer, check_latent_stats, _resume_path
-    from worldplay2.teacher_forcing import _model_kind
+    from worldplay2.train import check_latent_stats
+    from worldplay2.teacher_forcing import _model_kind, fit_stage
     from worldplay2.vae import load_vae
     from worldplay2.data import write_json_atomic
     out, fc, pc = Path(out), forcing or ForcingConfig(), pdd or PDDConfig()
@@ -213,14 +213,10 @@ def train_pdd(data, out, init, vae, preset: str = 'small', max_steps: int = None
     paths, dl = forcing_loaders(v, data, out, n, ar.compressor.mc, bs, num_workers, progress)
     L.seed_everything(seed, verbose=False)
     lit = LitPDD(student, ar, fc, hp['lr'], steps)
-    trainer = make_trainer(out, steps, devices, strategy, progress=progress, **trainer_kw)
-    t0 = time.time()
-    trainer.fit(lit, dl['train'], dl['val'], ckpt_path=_resume_path(out))
-    if trainer.global_rank != 0: return {}
-    save_pdd_world(lit.student, out/'model', vae=v)
-    r = trainer.validate(lit, dl['val'], verbose=False)[0]
-    metrics = dict(stage='pdd', preset=preset, steps=int(trainer.global_step), batch_size=bs, window=n, episodes=len(paths), init=str(init),
-                   pdd=asdict(pc), forcing=asdict(fc), val_loss=float(f"{r['val/loss']:.4g}"), wall_s_this_run=round(time.time() - t0, 1))
+    run = fit_stage(lit, dl, out, steps, lambda: save_pdd_world(lit.student, out/'model', vae=v), devices, strategy, progress, **trainer_kw)
+    if run is None: return {}
+    metrics = dict(stage='pdd', preset=preset, steps=run['steps'], batch_size=bs, window=n, episodes=len(paths), init=str(init),
+                   pdd=asdict(pc), forcing=asdict(fc), val_loss=float(f"{run['val/loss']:.4g}"), wall_s_this_run=run['wall_s'])
     write_json_atomic(out/'metrics.json', metrics)
     return metrics
 

@@ -6,7 +6,8 @@
 __all__ = ['FORCING_TRAIN', 'ForcingConfig', 'MemoryWorld', 'memory_self_mask', 'forcing_mask', 'chunk_layouts', 'teacher_loss',
            'forcing_inputs', 'student_loss', 'KVCache', 'WorldStream', 'ForcingWindows', 'clip_start', 'LitForcing',
            'memory_world_config', 'memory_world_from_config', 'save_memory_world', 'load_memory_world',
-           'forcing_loaders', 'train_forcing', 'memory_tokens', 'bench_memory', 'run_probe', 'bench_memory_train']
+           'forcing_loaders', 'fit_stage', 'train_forcing', 'memory_tokens', 'bench_memory', 'run_probe',
+           'bench_memory_train']
 
 # %% ../nbs/07_teacher_forcing.ipynb #202f817f
 import json, math, time
@@ -339,13 +340,24 @@ def forcing_loaders(vae, data, out, n: int, mc: MemoryConfig, batch_size: int, n
     train, val = split_episodes(paths)
     return paths, dict(train=dl(train, True), val=dl(val, False))
 
+def fit_stage(lit, dl: dict, out, steps: int, save, devices=1, strategy='auto', progress: bool = True, **trainer_kw):
+    """Fit `lit` on `dl`'s loaders (resuming from `out`'s last checkpoint), then `save()` and validate once more on rank 0:
+    -> the validation metrics with `steps` done and `wall_s` of this run (None on other ranks)."""
+    from worldplay2.train import make_trainer, _resume_path
+    trainer = make_trainer(Path(out), steps, devices, strategy, progress=progress, **trainer_kw)
+    t0 = time.time()
+    trainer.fit(lit, dl['train'], dl['val'], ckpt_path=_resume_path(Path(out)))
+    if trainer.global_rank != 0: return None
+    save()
+    return trainer.validate(lit, dl['val'], verbose=False)[0] | dict(steps=int(trainer.global_step), wall_s=round(time.time() - t0, 1))
+
 def train_forcing(data, out, mode: str, init, vae, compressor=None, preset: str = 'small', max_steps: int = None, batch_size: int = None,
                   window: int = None, forcing: ForcingConfig = None, devices=1, strategy='auto', num_workers: int = 0, seed: int = 0,
                   progress: bool = True, **trainer_kw) -> dict:
     """Stage 4 (`worldplay2 train teacher|student`): encode the episodes under `data` with the VAE folder `vae`, then train the
     bidirectional teacher or the chunk-wise student on eq. 5. `init`: a model with memory (a teacher, for the student), or — for the
     teacher — a world model folder of stages 1–2, joined to the stage-1 `compressor` folder (a fresh compressor without one)."""
-    from worldplay2.train import make_trainer, load_world, check_latent_stats, _resume_path
+    from worldplay2.train import load_world, check_latent_stats
     from worldplay2.compressor import load_compressor
     from worldplay2.vae import load_vae
     from worldplay2.data import write_json_atomic
@@ -370,15 +382,11 @@ def train_forcing(data, out, mode: str, init, vae, compressor=None, preset: str 
     paths, dl = forcing_loaders(v, data, out, n, mc, bs, num_workers, progress)
     L.seed_everything(seed, verbose=False)
     lit = LitForcing(mw, fc, mode, hp['lr'], steps)
-    trainer = make_trainer(out, steps, devices, strategy, progress=progress, **trainer_kw)
-    t0 = time.time()
-    trainer.fit(lit, dl['train'], dl['val'], ckpt_path=_resume_path(out))
-    if trainer.global_rank != 0: return {}
-    save_memory_world(lit.mw, out/'model', vae=v)
-    r = trainer.validate(lit, dl['val'], verbose=False)[0]
-    metrics = dict(stage=mode, preset=preset, steps=int(trainer.global_step), batch_size=bs, window=n, episodes=len(paths), init=str(init),
+    run = fit_stage(lit, dl, out, steps, lambda: save_memory_world(lit.mw, out/'model', vae=v), devices, strategy, progress, **trainer_kw)
+    if run is None: return {}
+    metrics = dict(stage=mode, preset=preset, steps=run['steps'], batch_size=bs, window=n, episodes=len(paths), init=str(init),
                    compressor=None if compressor is None else str(compressor), forcing=asdict(fc), memory=asdict(mc),
-                   val_loss=round(r['val/loss'], 4), wall_s_this_run=round(time.time() - t0, 1), params=sum(p.numel() for p in mw.parameters()))
+                   val_loss=round(run['val/loss'], 4), wall_s_this_run=run['wall_s'], params=sum(p.numel() for p in mw.parameters()))
     write_json_atomic(out/'metrics.json', metrics)
     return metrics
 
