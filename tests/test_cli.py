@@ -88,3 +88,7 @@ def test_every_training_stage_from_the_shell(tmp_path):
     assert r.returncode == 0, r.stderr[-1500:]
     out = json.loads(r.stdout)
     assert out['frames'] == 17 and (d/'play.mp4').stat().st_size > 1000 and out['events'] == [[0.5, 'It starts to snow.']]
+    r = run('demo', '--checkpoint', str(d/'dmd'/'model'), '--vae', str(d/'vae'/'vae'), '--out', str(d/'demo'))
+    assert r.returncode == 0, r.stderr[-1500:]
+    out = json.loads(r.stdout)
+    assert out['frames'] > 200 and out['fps'] > 0 and {p.name for p in (d/'demo').iterdir()} == {'demo.mp4', 'strip.png', 'report.html'}

@@ -5,7 +5,8 @@
 # %% auto #0
 __all__ = ['emit', 'cmd_preview', 'cmd_data_generate', 'cmd_data_samples', 'one_core', 'cmd_bench_world', 'dmd_config',
            'cmd_train', 'cmd_bench_vae', 'cmd_bench_train', 'cmd_bench_memory', 'cmd_eval_control', 'cmd_eval_revisit',
-           'cmd_eval_pdd', 'load_player', 'cmd_bench_stream', 'cmd_play', 'cmd_bench_distill', 'parser', 'main']
+           'cmd_eval_pdd', 'load_player', 'cmd_bench_stream', 'cmd_play', 'cmd_bench_distill', 'cmd_demo', 'parser',
+           'main']
 
 # %% ../nbs/90_cli.ipynb #07f35a5d
 import argparse, json, os, sys, time
@@ -376,6 +377,22 @@ def cmd_bench_distill(a):
     res = bench_distill(a.preset, tuple(a.horizons), a.limit_gb, a.timeout)
     return emit(a, res)
 
+def cmd_demo(a):
+    "The scripted demo: loop, turns, jump, perspective switch, two events; video, strip against the true render, HTML report."
+    from worldplay2.realtime import Session, demo
+    from worldplay2.train import pretrained
+    mw, vae, sampler, what = load_player(a.checkpoint or pretrained('small-student'), a.vae)
+    res = demo(Session(mw, vae, sampler, seed=a.seed), a.out, what=what)
+    return emit(a, res)
+
+def _demo_parser(sub):
+    p = sub.add_parser('demo', help='the scripted demo: a loop, turns, a jump, a perspective switch and two events; mp4, strip vs true render, HTML report')
+    p.add_argument('--checkpoint', default=None, help='a model with memory (train student / pdd / dmd); default: the shipped small student')
+    p.add_argument('--vae', default=None, help='its vae/ folder (default: the shipped small VAE)')
+    p.add_argument('--seed', type=int, default=0)
+    p.add_argument('--out', default='demo')
+    p.set_defaults(fn=cmd_demo)
+
 def _play_parser(sub):
     p = sub.add_parser('play', help='scripted play: a key script and timed events in, an mp4 out')
     p.add_argument('--actions', required=True, help="keys*frames, e.g. 'w*16 a*8 right+w*12 _*4' (w a s d, left right up down, space; '_' waits)")
@@ -404,7 +421,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog='worldplay2', description='WorldPlay2, small enough to train on a laptop CPU.')
     p.add_argument('--version', action='version', version=f'worldplay2 {__version__}')
     sub = p.add_subparsers(dest='cmd', required=True)
-    for add in (_preview_parser, _play_parser, _data_parser, _train_parser, _eval_parser, _bench_parser): add(sub)
+    for add in (_preview_parser, _demo_parser, _play_parser, _data_parser, _train_parser, _eval_parser, _bench_parser): add(sub)
     return p
 
 def main(argv=None):
