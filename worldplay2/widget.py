@@ -89,15 +89,16 @@ class Player:
     def step(self):
         "One chunk with the keys held now, frames shown as they arrive; bad input is reported, and play goes on."
         ev, self.pending_event = self.pending_event, None
+        self.last_keys = self.keys_now()
         try:
-            for f in self.session.frames(self.keys_now(), event=ev):
+            for f in self.session.frames(self.last_keys, event=ev):
                 self.image.value = _png(f, self.scale); self.frames_shown += 1
             self.error = ''
         except ValueError as e: self.error = str(e)
         r = self.session.log[-1] if self.session.log else {}
         fps = 4*self.session.C/(r.get('ms', 1e9)/1000)
         self.readout.value = (f"<b>{fps:.1f}</b> frames/s &nbsp; first frame {r.get('first_ms', 0):.0f} ms &nbsp; memory tokens {r.get('memory_tokens', 0)}"
-                              f"<br>event: {self.session.captions[2]}" + (f"<br><span style='color:#b00'>{self.error}</span>" if self.error else ''))
+                              f"<br>keys: {self.last_keys or '-'} &nbsp; event: {self.session.captions[2]}" + (f"<br><span style='color:#b00'>{self.error}</span>" if self.error else ''))
 
     def _loop(self):
         while self.running: self.step()
