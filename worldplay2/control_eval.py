@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from .world import AgentState, FPS
-from .data import read_episode, event_at, frames_to_tensor
+from .data import read_episode, event_at, frames_to_tensor, tensor_to_frames
 from .controls import mirror_actions
 
 # %% ../nbs/05a_control_eval.ipynb #42a20040
@@ -66,5 +66,5 @@ def model_generator(model, vae, steps: int = 30, cfg: float = 1.0, seed: int = 0
         ctx = {True: model.text(*c(True)), False: model.text(*c(False))}
         out = sampler(lambda zz, s, cond: model(zz, s, a, ctx=ctx[cond]), z, known, torch.Generator().manual_seed(seed))
         frames = vae.decode(vae.denormalize(out))[0][0]                          # (T, 3, H, W)
-        return ((frames.clamp(-1, 1) + 1)*127.5 + .5).byte().permute(0, 2, 3, 1).numpy()
+        return tensor_to_frames(frames)
     return generate

@@ -5,8 +5,8 @@
 # %% auto #0
 __all__ = ['FORMAT_VERSION', 'CAPTION_FIELDS', 'check_caption', 'write_json_atomic', 'write_episode', 'write_mp4',
            'write_recorded', 'read_episode', 'episode_seed', 'episode_name', 'generate', 'list_episodes', 'samples_dir',
-           'make_samples', 'split_of', 'split_episodes', 'event_at', 'frames_to_tensor', 'EpisodeDataset',
-           'WorldDataModule']
+           'make_samples', 'split_of', 'split_episodes', 'event_at', 'frames_to_tensor', 'tensor_to_frames',
+           'EpisodeDataset', 'WorldDataModule']
 
 # %% ../nbs/01_data.ipynb #c33f2dc9
 import csv, json, math, os, shutil, tempfile, zipfile, zlib
@@ -262,6 +262,10 @@ def event_at(caption: dict, t: float) -> str:
 def frames_to_tensor(frames):
     "uint8 frames (..., H, W, 3) -> a float tensor (..., 3, H, W) in [-1, 1], as the networks take them."
     return torch.from_numpy(np.asarray(frames)).movedim(-1, -3).float()/127.5 - 1
+
+def tensor_to_frames(x) -> np.ndarray:
+    "The inverse of `frames_to_tensor`: a tensor (..., 3, H, W) in [-1, 1] (clamped) -> uint8 frames (..., H, W, 3)."
+    return ((x.detach().clamp(-1, 1) + 1)*127.5 + .5).byte().movedim(-3, -1).cpu().numpy()
 
 class EpisodeDataset(torch.utils.data.Dataset):
     "(history, target clip) windows over episode folders. Items: frames (L, 3, H, W) in [-1, 1], actions (L, 6), poses, captions."

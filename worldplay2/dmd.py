@@ -7,11 +7,10 @@ __all__ = ['DMD_TRAIN', 'dmd_direction', 'dmd_loss', 'DMDConfig', 'Rollout', 'ro
            'LitDMD', 'train_dmd', 'bench_distill']
 
 # %% ../nbs/09_stable_forcing.ipynb #b4e2cbf5
-import json, time
+import time
 from dataclasses import dataclass, asdict
 from pathlib import Path
-import numpy as np
-import torch, torch.nn as nn, torch.nn.functional as F
+import torch, torch.nn.functional as F
 import lightning as L
 from .dit import FlowMatching
 from .teacher_forcing import (MemoryWorld, WorldStream, ForcingConfig, teacher_loss, forcing_loaders,

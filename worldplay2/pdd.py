@@ -7,14 +7,13 @@ __all__ = ['PDD_TRAIN', 'PDDConfig', 'pdd_sigmas', 'HeadBank', 'PDDWorld', 'PDDS
            'load_pdd_world', 'train_pdd', 'rollout_quality']
 
 # %% ../nbs/08_pdd.ipynb #3b3ba362
-import json, time
 from functools import partial
 from dataclasses import dataclass, asdict
 from pathlib import Path
 import numpy as np
 import torch, torch.nn as nn, torch.nn.functional as F
 import lightning as L
-from .dit import shift_sigma, EulerSampler
+from .dit import shift_sigma
 from .teacher_forcing import (MemoryWorld, ForcingConfig, FORCING_TRAIN, forcing_inputs, clip_start, forcing_loaders,
                                         memory_world_config, memory_world_from_config, load_memory_world)
 

@@ -8,13 +8,14 @@ __all__ = ['KEYS', 'MAX_TEXT', 'DEMO_SCRIPT', 'DEMO_EVENTS', 'keys_action', 'par
            'bench_stream']
 
 # %% ../nbs/10_realtime.ipynb #b447d643
-import json, re, time, resource
+import re, time, resource
 from dataclasses import replace
 import numpy as np
 import torch, torch.nn as nn
-from .world import World, FPS, TURN_RATE, ACTION_FIELDS, check_action, CHARACTERS
+from .world import World, FPS, TURN_RATE, check_action, CHARACTERS
 from .dit import EulerSampler
-from .data import frames_to_tensor
+from .data import frames_to_tensor, tensor_to_frames
+from .control_eval import true_render
 from .teacher_forcing import MemoryWorld, WorldStream
 
 # %% ../nbs/10_realtime.ipynb #d167246e
@@ -117,9 +118,9 @@ class Session:
         "One chunk's actions (1, 4·C, 6) from keys ('w+left'), one action (6,) held for the chunk, or (4·C, 6) per frame; checked."
         n = 4*self.C
         if action is None or isinstance(action, str):                       # 'v' among the keys switches the perspective
-            keys = [k for k in (action or '').split('+') if k.strip().lower() != 'v']
-            persp = 1 - self.perspective if len(keys) < len((action or '').split('+')) else self.perspective
-            a = np.repeat(keys_action('+'.join(keys), persp)[None], n, 0)
+            given = (action or '').split('+')
+            keys = [k for k in given if k.strip().lower() != 'v']
+            a = np.repeat(keys_action('+'.join(keys), 1 - self.perspective if len(keys) < len(given) else self.perspective)[None], n, 0)
         else:
             a = np.asarray(action, dtype=np.float64)
             if a.shape == (6,): a = np.repeat(a[None], n, 0)
@@ -140,7 +141,7 @@ class Session:
         t0, first, n = time.perf_counter(), None, 0
         for f in self.stream.step_frames(acts, tuple(self.captions), self.g):
             if first is None: first = time.perf_counter() - t0
-            for x in ((f[0].clamp(-1, 1) + 1)*127.5 + .5).byte().permute(0, 2, 3, 1).numpy():
+            for x in tensor_to_frames(f[0]):
                 n += 1
                 yield x
         self.t += 1
@@ -180,9 +181,8 @@ DEMO_EVENTS = ('at 4s: It starts to snow.', 'at 10s: Fog rolls in.')
 
 def true_frames(world: World, actions, res: int, perspective: int = 1) -> np.ndarray:
     "The world's own frames of per-frame `actions` (T, 6) from its start, the start frame first: uint8 (1 + T, res, res, 3)."
-    poses, _ = world.rollout(np.asarray(actions), world.start_state(perspective), 1/FPS)
-    start = world.start_state(perspective).pose[None]
-    return world.render(np.concatenate([start, poses]), np.arange(1 + len(poses))/FPS, res)[0]
+    start = world.start_state(perspective).pose
+    return np.concatenate([world.render(start[None], [0.0], res)[0], true_render(world, start, np.asarray(actions), 1/FPS, res)])
 
 def demo(session: Session, out, script: str = DEMO_SCRIPT, events=DEMO_EVENTS, scene=3, what: str = '') -> dict:
     """Play `script` with `events` from world `scene`; write out/demo.mp4, out/strip.png (generated over true, every 16th frame) and
@@ -197,7 +197,7 @@ def demo(session: Session, out, script: str = DEMO_SCRIPT, events=DEMO_EVENTS, s
     t0 = time.perf_counter()
     gen = play(session, acts, evs, scene)
     dt = time.perf_counter() - t0
-    true = true_frames(session.world, np.concatenate([acts, np.repeat(acts[-1:]*[0, 0, 0, 0, 1, 0], len(gen) - 1 - len(acts), 0)]), session.res)
+    true = true_frames(session.world, session.stream.acts[0, 1:].numpy(), session.res)          # the actions played, padding included
     n = 4*session.C
     psnr = [recon_metrics(frames_to_tensor(true[None, 1 + i*n:1 + (i + 1)*n]), frames_to_tensor(gen[None, 1 + i*n:1 + (i + 1)*n]))['psnr']
             for i in range(len(session.log))]
@@ -246,7 +246,7 @@ def _window_ms(log, k: int, n: int = 5):
     return round(float(np.median([r['ms'] for r in log[k - 1:k - 1 + n]])), 1)
 
 @torch.no_grad()
-def run_stream(session: Session, chunks: int, scene=3, seed: int = 0) -> dict:
+def run_stream(session: Session, chunks: int, scene=3) -> dict:
     "Play `chunks` chunks of a fixed key pattern from world `scene`: frames/s over the run, first-frame latency, the session log."
     pattern = ['w', 'w', 'w+right', 'w', 'w+left', 'a', 'd', 'w']
     session.reset(scene)

@@ -6,10 +6,9 @@
 __all__ = ['Player']
 
 # %% ../nbs/11_demo.ipynb #e0575b77
-import io, threading, time
-import numpy as np
+import io, threading
 from PIL import Image
-from .realtime import Session, KEYS
+from .realtime import Session
 from .world import CHARACTERS
 
 # %% ../nbs/11_demo.ipynb #09b038e0
@@ -27,7 +26,7 @@ class Player:
     def __init__(self, session: Session, scenes=(3, 5, 8, 13), characters=None, scale: int = 3):
         import ipywidgets as W
         self.session, self.scale, self.held, self.toggle = session, scale, set(), False
-        self.thread, self.running, self.error, self.frames_shown = None, False, '', 0
+        self.thread, self.running, self.error, self.frames_shown, self.tapped = None, False, '', 0, None
         self.image = W.Image(format='png', layout=W.Layout(width=f'{session.res*scale}px'))
         self.scene = W.Dropdown(options=[(f'world {s}', s) for s in scenes], description='scene')
         self.character = W.Dropdown(options=list(characters or CHARACTERS), description='character')
@@ -81,8 +80,7 @@ class Player:
     def keys_now(self) -> str:
         "The keys for the next chunk: those held (and a tapped one), plus 'v' once after a switch was asked for."
         ks = sorted(self.held) + (['v'] if self.toggle else [])
-        tapped = getattr(self, 'tapped', None)
-        if tapped and tapped != 'v': self.held.discard(tapped)
+        if self.tapped and self.tapped != 'v': self.held.discard(self.tapped)
         self.tapped, self.toggle = None, False
         return '+'.join(ks)
 
