@@ -92,3 +92,35 @@ def test_every_training_stage_from_the_shell(tmp_path):
     assert r.returncode == 0, r.stderr[-1500:]
     out = json.loads(r.stdout)
     assert out['frames'] > 200 and out['fps'] > 0 and {p.name for p in (d/'demo').iterdir()} == {'demo.mp4', 'strip.png', 'report.html'}
+
+def test_models_list_json():
+    "The shipped models, each with its class, stage, size and measured results (every result carries the command that printed it)."
+    r = run('models', 'list', '--json')
+    assert r.returncode == 0, r.stderr
+    out = {m['name']: m for m in json.loads(r.stdout)}
+    assert {'small-vae', 'small-base', 'small-compressor', 'small-teacher', 'small-student'} <= set(out)
+    assert out['small-vae']['model'] == 'CausalVAE' and out['small-vae']['dtype'] == 'float16' and 0 < out['small-vae']['size_mb'] < 20
+    for m in out.values():
+        assert m['stage'] and m['preset'] == 'small' and m['metrics'], m['name']
+        for res in m['metrics'].values(): assert res['command'].startswith('worldplay2 '), (m['name'], res)
+    r = run('models', 'card', 'small-vae')
+    assert r.returncode == 0 and 'library_name: worldplay2' in r.stdout and 'psnr' in r.stdout
+    r = run('models', 'card', 'nobody/nothing', env=dict(os.environ, HF_HUB_OFFLINE='1'))
+    assert r.returncode == 2 and 'not in the local Hugging Face cache' in r.stderr and 'Traceback' not in r.stderr
+
+@pytest.mark.slow
+def test_train_all_tiny_resumes_after_kill(tmp_path):
+    "`train all --preset tiny`: killed during the AR student, run again, it continues and ends with every stage's model."
+    args = ['worldplay2', 'train', 'all', '--preset', 'tiny', '--out', str(tmp_path), '--quiet']
+    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 1200
+    while time.time() < deadline and not (tmp_path/'student'/'logs').exists() and p.poll() is None: time.sleep(0.5)
+    time.sleep(3); p.send_signal(signal.SIGKILL); p.wait()
+    assert (tmp_path/'teacher'/'metrics.json').exists() and not (tmp_path/'student'/'metrics.json').exists()
+    r = subprocess.run(args, capture_output=True, text=True, timeout=1800)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rec = json.loads((tmp_path/'recipe.json').read_text())
+    assert list(rec['stages']) == ['data', 'vae', 'base', 'navigation', 'compressor', 'teacher', 'student', 'pdd', 'dmd']
+    assert 'teacher' not in json.loads(r.stdout.strip().splitlines()[-1])          # the finished stages were skipped, not redone
+    for s in ('student', 'pdd', 'dmd'): assert (tmp_path/s/'model'/'model.safetensors').exists()
+    assert rec['stages']['dmd']['metrics']['steps'] == 20

@@ -1,5 +1,6 @@
 """The notebook player in a real browser: JupyterLab on 127.0.0.1, the demo notebook opened in headless Chromium through
-Playwright, keys pressed and an event typed; new frames must arrive and the kernel must see the keys and the event.
+Playwright, keys pressed and an event typed; new frames must arrive, the kernel must see the keys and the event, and holding
+the right (left) arrow must slide the view left (right), as turning does.
 Screenshots land in tests/artifacts/widget/. Slow tier (`pytest -m slow`)."""
 import json, os, shutil, socket, subprocess, sys, time, urllib.request
 from pathlib import Path
@@ -10,20 +11,29 @@ ROOT = Path(__file__).resolve().parents[1]
 ART = ROOT/'tests'/'artifacts'/'widget'
 CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking']
 SETUP = """
-import torch, torch.nn as nn
-from worldplay2.dit import WorldModel, EulerSampler, model_config
-from worldplay2.compressor import MemoryConfig, HistoryCompressor
-from worldplay2.teacher_forcing import MemoryWorld
-from worldplay2.vae import CausalVAE, vae_config
+from worldplay2.hub import load_pretrained
 from worldplay2.realtime import Session
 from worldplay2.widget import Player
-torch.manual_seed(0); cfg = model_config('tiny')
-mw = MemoryWorld(WorldModel(cfg), HistoryCompressor(MemoryConfig(), cfg.dit))
-for p_ in mw.parameters(): nn.init.normal_(p_, std=.05) if p_.dim() > 1 else None
-player = Player(Session(mw, CausalVAE(vae_config('tiny')), EulerSampler(2, cfg.dit.shift)), scale=6)
+player = Player(Session.from_pdd(load_pretrained('small-student'), load_pretrained('small-vae')), scale=2)
 display(player.show())
 player.start()
 """
+
+def view_drift(page, img, key: str, seconds: float = 6.0) -> int:
+    "Hold `key` on the player; once the kernel has it, capture the image for `seconds` and sum the horizontal shifts between captures."
+    import io
+    import numpy as np
+    from PIL import Image
+    from worldplay2.realtime import h_shift
+    img.hover(); page.keyboard.down(key)
+    wait_text(page, f"keys: {key.replace('Arrow', '').lower()}", 60)
+    time.sleep(1.5)                                                         # let the chunk asked for before the key finish
+    shots, t_end = [], time.time() + seconds
+    while time.time() < t_end:
+        shots.append(np.asarray(Image.open(io.BytesIO(img.screenshot())).convert('RGB').resize((128, 128))))
+        time.sleep(0.15)
+    page.keyboard.up(key)
+    return sum(h_shift(a, b, 24) for a, b in zip(shots[:-1], shots[1:]) if not np.array_equal(a, b))
 
 def wait_text(page, needle: str, seconds: float):
     "Poll the player's readout until it shows `needle`."
@@ -86,6 +96,10 @@ def test_player_in_jupyterlab(tmp_path):
             page.get_by_role('button', name='v', exact=True).click()
             page.screenshot(path=str(ART/'2-keys-and-event.png'))
             text = readout.inner_text()
+            right = view_drift(page, img, 'ArrowRight'); page.screenshot(path=str(ART/'3-turned-right.png'))
+            left = view_drift(page, img, 'ArrowLeft'); page.screenshot(path=str(ART/'4-turned-left.png'))
+            print(f"view drift while turning right {right} px, left {left} px")
+            assert right < 0 < left                                             # the frames move the way the keys say
             browser.close()
         assert 'memory tokens' in text
     finally:

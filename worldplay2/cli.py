@@ -5,8 +5,8 @@
 # %% auto #0
 __all__ = ['emit', 'cmd_preview', 'cmd_data_generate', 'cmd_data_samples', 'one_core', 'cmd_bench_world', 'dmd_config',
            'cmd_train', 'cmd_bench_vae', 'cmd_bench_train', 'cmd_bench_memory', 'cmd_eval_control', 'cmd_eval_revisit',
-           'cmd_eval_pdd', 'load_player', 'cmd_bench_stream', 'cmd_play', 'cmd_bench_distill', 'cmd_demo', 'parser',
-           'main']
+           'cmd_eval_pdd', 'cmd_models_list', 'cmd_models_card', 'cmd_models_push', 'load_player', 'cmd_bench_stream',
+           'cmd_play', 'cmd_bench_distill', 'cmd_demo', 'parser', 'main']
 
 # %% ../nbs/90_cli.ipynb #07f35a5d
 import argparse, json, os, sys, time
@@ -77,7 +77,14 @@ def dmd_config(a):
     return DMDConfig(latents=a.rollout_latents, clip=a.score_clip, rollout=a.rollout, context=a.context, critic_steps=a.critic_steps)
 
 def cmd_train(a):
-    "Train one stage."
+    "Train one stage, or the whole recipe (`train all`)."
+    if a.stage == 'all':
+        from worldplay2.hub import train_all
+        devices = int(a.devices) if str(a.devices).isdigit() else a.devices
+        rec = train_all(a.out, a.preset, a.workers, progress=not a.quiet, devices=devices, strategy=a.strategy, num_workers=a.num_workers, seed=a.seed)
+        print(json.dumps({k: v['wall_s_this_run'] for k, v in rec['stages'].items()}))
+        return rec
+    if not a.data: raise ValueError(f"train {a.stage} needs --data (episode folders)")
     from worldplay2.train import train_vae, train_base
     from worldplay2.compressor import train_compressor
     from worldplay2.teacher_forcing import train_forcing
@@ -137,12 +144,16 @@ def cmd_bench_memory(a):
 # %% ../nbs/90_cli.ipynb #adadbe2b
 def cmd_eval_control(a):
     "Control accuracy of a trained base model against the world's true renders (held-out episodes)."
-    from worldplay2.train import load_world, pretrained, check_latents_match, check_latent_stats
+    from worldplay2.train import pretrained, check_latents_match, check_latent_stats
     from worldplay2.vae import load_vae
+    from worldplay2.hub import from_pretrained
     from worldplay2.control_eval import eval_control, model_generator
     from worldplay2.data import list_episodes, split_episodes, samples_dir
-    if (a.checkpoint is None) != (a.vae is None): raise ValueError("pass both --checkpoint DIR (model/ of `worldplay2 train base`) and --vae DIR (its vae/), or neither for the shipped small model")
-    model, vae = load_world(a.checkpoint or pretrained('small-base')), load_vae(a.vae or pretrained('small-vae'))
+    if (a.checkpoint is None) != (a.vae is None): raise ValueError("pass both --checkpoint DIR (model/ of `worldplay2 train base` or `train teacher`) and --vae DIR (its vae/), or neither for the shipped small base model")
+    net = from_pretrained(a.checkpoint or pretrained('small-base'))
+    model = net.model if type(net).__name__ == 'MemoryWorld' else net               # a memory teacher's DiT, evaluated from the first frame alone
+    if type(model).__name__ != 'WorldModel': raise ValueError(f"{a.checkpoint} holds a {type(net).__name__}: eval control takes a base model (`train base`) or a memory teacher (`train teacher`)")
+    vae = load_vae(a.vae or pretrained('small-vae'))
     check_latents_match(vae.config, model.config.vae, 'the VAE', 'the model'); check_latent_stats(model, vae)
     eps = [p for p in list_episodes(a.data or samples_dir()) if (p/'frames.npz').exists()]
     held_out = (split_episodes(eps)[1] or eps) if a.data else eps          # the samples' worlds are never trained on
@@ -184,7 +195,7 @@ def cmd_eval_pdd(a):
 def _eval_parser(sub):
     e = sub.add_parser('eval', help='evaluations (JSON with --json)').add_subparsers(dest='sub', required=True)
     c = e.add_parser('control', help='generated clips vs true renders, copy-first baseline, wrong actions, action accuracy')
-    c.add_argument('--checkpoint', default=None, help='a model/ folder written by `worldplay2 train base` (default: the shipped small model)')
+    c.add_argument('--checkpoint', default=None, help='a model/ folder written by `worldplay2 train base` or `train teacher` (default: the shipped small base model)')
     c.add_argument('--vae', default=None, help='the vae/ folder it was trained with (default: the shipped small VAE)')
     c.add_argument('--data', default=None, help="episode folder (its validation split is used; true frames are re-rendered at the model's resolution); default: the shipped samples")
     c.add_argument('--clip', type=int, default=17)
@@ -220,7 +231,8 @@ def _eval_parser(sub):
 # %% ../nbs/90_cli.ipynb #0622852c
 def _train_parser(sub):
     t = sub.add_parser('train', help='train a curriculum stage (resumable)')
-    t.add_argument('stage', choices=('vae', 'base', 'compressor', 'teacher', 'student', 'pdd', 'dmd'))
+    t.add_argument('stage', choices=('vae', 'base', 'compressor', 'teacher', 'student', 'pdd', 'dmd', 'all'),
+                   help="one stage, or 'all': the whole recipe from data generation to Stable Forcing into --out (resumable)")
     t.add_argument('--vae', default=None, help='base, compressor, teacher, student: the trained vae/ folder whose latents the model learns')
     t.add_argument('--model', default=None, help="compressor: the world model/ folder whose patchifier the coarse branch borrows")
     t.add_argument('--compressor', default=None, help="teacher: the compressor/ folder of `train compressor` (stage 1) to start from")
@@ -239,7 +251,8 @@ def _train_parser(sub):
     t.add_argument('--start-share', type=float, default=0.5, help="base: share of training windows that start at a stream's lone first frame")
     t.add_argument('--p-i2v', type=float, default=None, help="base: chance that a window's first latent is given clean (default: the model config's)")
     t.add_argument('--p-high-sigma', type=float, default=None, help="base: chance that a window's noise level is drawn from [0.9, 1] (default: the model config's)")
-    t.add_argument('--data', required=True, nargs='+', help='episode folder(s)')
+    t.add_argument('--data', nargs='+', help='episode folder(s) (every stage but all)')
+    t.add_argument('--workers', type=int, default=1, help='all: processes generating the data')
     t.add_argument('--out', required=True, help='run folder: checkpoints, logs, final model, metrics.json')
     t.add_argument('--max-steps', type=int, default=None)
     t.add_argument('--batch-size', type=int, default=None)
@@ -249,6 +262,41 @@ def _train_parser(sub):
     t.add_argument('--seed', type=int, default=0)
     t.add_argument('--quiet', action='store_true')
     t.set_defaults(fn=cmd_train)
+
+# %% ../nbs/90_cli.ipynb #9f07ceac
+def cmd_models_list(a):
+    "The shipped networks with their metrics."
+    from worldplay2.hub import models_list
+    res = models_list()
+    if a.json: print(json.dumps(res, indent=1))
+    else:
+        for r in res: print(f"{r['name']:18s} {r['model']:17s} {r['stage'] or '':10s} {r['preset'] or '':6s} {r['size_mb']:6.1f} MB  {r['dtype']}")
+    return res
+
+def cmd_models_card(a):
+    "Print a checkpoint's model card (or write it as README.md with --write)."
+    from worldplay2.hub import resolve, model_card, write_card
+    folder = resolve(a.checkpoint)
+    if a.write: print(write_card(folder))
+    else: print(model_card(folder))
+
+def cmd_models_push(a):
+    "Upload a checkpoint folder (or a shipped name) with its card to a Hub repository."
+    from worldplay2.hub import push_to_hub
+    print(push_to_hub(a.checkpoint, a.repo_id, private=a.private))
+
+def _models_parser(sub):
+    m = sub.add_parser('models', help='the shipped models and Hub checkpoints').add_subparsers(dest='sub', required=True)
+    l = m.add_parser('list', help='the shipped models: name, stage, preset, size and measured metrics')
+    l.add_argument('--json', action='store_true')
+    l.set_defaults(fn=cmd_models_list)
+    c = m.add_parser('card', help="a checkpoint's model card (README.md)")
+    c.add_argument('checkpoint', help='a folder, a shipped name or a Hub id')
+    c.add_argument('--write', action='store_true', help='write it into the folder as README.md')
+    c.set_defaults(fn=cmd_models_card)
+    p = m.add_parser('push', help='upload a checkpoint with its card to the Hugging Face Hub (needs network and a token)')
+    p.add_argument('checkpoint'); p.add_argument('repo_id'); p.add_argument('--private', action='store_true')
+    p.set_defaults(fn=cmd_models_push)
 
 # %% ../nbs/90_cli.ipynb #64210c64
 def _data_parser(sub):
@@ -309,7 +357,9 @@ def _bench_parser(sub):
     x.set_defaults(fn=cmd_bench_distill)
     st = b.add_parser('stream', help='real-time play: frames/s, first-frame and per-chunk latency over a long run, beside the naive path')
     st.add_argument('--preset', choices=('tiny', 'small', 'base'), default='small')
-    st.add_argument('--checkpoint', default=None, help='a model with memory (train student / pdd / dmd); default: random weights of --preset (timing only)')
+    st.add_argument('--checkpoint', default=None, help='a model with memory (train student / pdd / dmd); default: the shipped small student '
+                    'for --preset small, random weights of --preset otherwise')
+    st.add_argument('--random', action='store_true', help='random weights of --preset (timing only: the cost does not depend on the weights)')
     st.add_argument('--vae', default=None, help='its vae/ folder (default: the shipped small VAE)')
     st.add_argument('--steps', type=int, default=4, help='denoising steps per chunk with random weights (a PDD checkpoint brings its own)')
     st.add_argument('--at', type=int, nargs='+', default=[1, 100, 1000], help='chunks at which to report the latency (median of 5)')
@@ -345,6 +395,8 @@ def cmd_bench_stream(a):
     from worldplay2.teacher_forcing import MemoryWorld
     from worldplay2.vae import CausalVAE, vae_config, load_vae
     from worldplay2.train import pretrained
+    if a.checkpoint and a.random: raise ValueError("pass --checkpoint or --random, not both")
+    if a.preset == 'small' and not (a.checkpoint or a.random): a.checkpoint = pretrained('small-student')
     if a.checkpoint: mw, vae, sampler, what = load_player(a.checkpoint, a.vae)
     else:                                                                       # timing only: the cost does not depend on the weights
         c = model_config(a.preset); torch.manual_seed(0)
@@ -421,7 +473,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog='worldplay2', description='WorldPlay2, small enough to train on a laptop CPU.')
     p.add_argument('--version', action='version', version=f'worldplay2 {__version__}')
     sub = p.add_subparsers(dest='cmd', required=True)
-    for add in (_preview_parser, _demo_parser, _play_parser, _data_parser, _train_parser, _eval_parser, _bench_parser): add(sub)
+    for add in (_preview_parser, _demo_parser, _play_parser, _data_parser, _train_parser, _eval_parser, _bench_parser, _models_parser): add(sub)
     return p
 
 def main(argv=None):

@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['FORCING_TRAIN', 'ForcingConfig', 'MemoryWorld', 'memory_self_mask', 'forcing_mask', 'chunk_layouts', 'teacher_loss',
-           'forcing_inputs', 'student_loss', 'KVCache', 'WorldStream', 'ForcingWindows', 'clip_start', 'LitForcing',
-           'memory_world_config', 'memory_world_from_config', 'save_memory_world', 'load_memory_world',
+           'forcing_inputs', 'student_loss', 'KVCache', 'Grow', 'WorldStream', 'ForcingWindows', 'clip_start',
+           'LitForcing', 'memory_world_config', 'memory_world_from_config', 'save_memory_world', 'load_memory_world',
            'forcing_loaders', 'fit_stage', 'train_forcing', 'memory_tokens', 'bench_memory', 'run_probe',
            'bench_memory_train']
 
@@ -145,6 +145,22 @@ class KVCache:
         return _cat_kv([self.text[i][1] for i in range(3)]), torch.cat([self.text[i][2] for i in range(3)], 1)
 
 # %% ../nbs/07_teacher_forcing.ipynb #bc9623b9
+class Grow:
+    "A tensor that grows along dim 1 in amortised O(added) time (its buffer doubles when full): `add(x)`, `.t` the filled part (a view)."
+    def __init__(self, x): self.buf, self.n = x, x.shape[1]
+
+    def add(self, x):
+        n, k = self.n, x.shape[1]
+        if n + k > self.buf.shape[1]:
+            buf = self.buf.new_empty(self.buf.shape[:1] + (max(2*self.buf.shape[1], n + k),) + self.buf.shape[2:])
+            buf[:, :n] = self.buf[:, :n]
+            self.buf = buf
+        self.buf[:, n:n + k] = x
+        self.n = n + k
+
+    @property
+    def t(self): return self.buf[:, :self.n]
+
 class WorldStream:
     "Chunk-wise autoregressive generation with the compressed memory: `reset(first_frame, captions)`, then `step(actions)` per chunk."
     def __init__(self, mw: MemoryWorld, vae, chunk: int = 2, steps: int = 8, shift: float = None, cache: bool = True, teacher: bool = False,
@@ -159,17 +175,19 @@ class WorldStream:
         "Start a stream from one frame (1, 1, 3, H, W) in [-1, 1] and captions (scene, character, event) strings."
         mc, vae = self.mw.compressor.mc, self.vae
         mu, _, self.enc_state = vae.encode(frame)
-        self.z = vae.normalize(mu)                                                       # (1, 1, C, H, W)
+        z = vae.normalize(mu)                                                            # (1, 1, C, H, W)
         mu_lr, _, self.lr_state = vae.encode(shrink(frame, mc.s))
-        self.z_lr, self.dec_state = vae.normalize(mu_lr), vae.decode(vae.denormalize(self.z))[1]
-        self.acts = torch.zeros(1, 1, 6, device=frame.device); self.acts[..., 4] = perspective
+        self.dec_state = vae.decode(vae.denormalize(z))[1]
+        acts = torch.zeros(1, 1, 6, device=frame.device); acts[..., 4] = perspective
+        # the history grows by a chunk per step without copying all of it: latents, low-res latents, actions, action embeddings
+        self.hist = dict(z=Grow(z), z_lr=Grow(vae.normalize(mu_lr)), acts=Grow(acts), e=Grow(self.mw.model.actions(acts)))
         self.captions, self.cache, self.frames = tuple(captions), KVCache(), [frame]
         return self
 
     def _frames(self, lay: MemoryLayout, ctx):
         "Bring the cache to layout `lay`: compute the new memory frames (each reads the sink), drop those that left."
         mw, c = self.mw, self.cache
-        dit, e = mw.model.dit, mw.model.actions(self.acts)
+        dit, e = mw.model.dit, self.hist['e'].t
         mk = lambda l_: make_memory(mw.compressor, dit, self.z, self.z_lr, e, l_)
         t = self.z.shape[1]
         if c.sink is None or c.sink_latents != lay.sink:                        # every memory token reads the sink: a new sink, all anew
@@ -233,9 +251,10 @@ class WorldStream:
             yield f
         frames = torch.cat(frames, 1)
         mu_lr, _, self.lr_state = vae.encode(shrink(frames[:, 1::mc.l], mc.s), self.lr_state)   # the stream's even frames 4t−2, 4t, …
-        self.z, self.z_lr = torch.cat([self.z, x], 1), torch.cat([self.z_lr, vae.normalize(mu_lr)], 1)
-        self.acts = torch.cat([self.acts, actions], 1)
+        for k, v in dict(z=x, z_lr=vae.normalize(mu_lr), acts=actions, e=self.mw.model.actions(actions)).items(): self.hist[k].add(v)
         if self.keep_video: self.frames.append(frames)
+
+    z, z_lr, acts = (property(lambda self, k=k: self.hist[k].t) for k in ('z', 'z_lr', 'acts'))   # the history so far (views)
 
     def video(self):
         "All frames so far, (1, 1 + 4·latents, 3, H, W) in [-1, 1] (the first as given, the rest decoded)."
