@@ -85,6 +85,9 @@ def test_player_in_jupyterlab(tmp_path):
             wait_text(page, 'frames/s', 120)
             first = img.get_attribute('src')
             page.screenshot(path=str(ART/'1-started.png'))
+            right = view_drift(page, img, 'ArrowRight'); page.screenshot(path=str(ART/'3-turned-right.png'))
+            left = view_drift(page, img, 'ArrowLeft'); page.screenshot(path=str(ART/'4-turned-left.png'))
+            print(f"view drift while turning right {right} px, left {left} px")
             img.hover()
             page.keyboard.down('w')
             wait_text(page, 'keys: w', 60)                                      # the kernel got the held key
@@ -96,12 +99,9 @@ def test_player_in_jupyterlab(tmp_path):
             page.get_by_role('button', name='v', exact=True).click()
             page.screenshot(path=str(ART/'2-keys-and-event.png'))
             text = readout.inner_text()
-            right = view_drift(page, img, 'ArrowRight'); page.screenshot(path=str(ART/'3-turned-right.png'))
-            left = view_drift(page, img, 'ArrowLeft'); page.screenshot(path=str(ART/'4-turned-left.png'))
-            print(f"view drift while turning right {right} px, left {left} px")
-            assert right < 0 < left                                             # the frames move the way the keys say
             browser.close()
         assert 'memory tokens' in text
+        assert right < 0 < left                                                 # the frames move the way the keys say
     finally:
         server.terminate()
         try: server.wait(10)
