@@ -373,14 +373,14 @@ def _bench_parser(sub):
 
 def load_player(checkpoint, vae=None):
     "(MemoryWorld, VAE, sampler, what) for play: a `train pdd`/`dmd` folder (its K steps) or a `train student` one (8 Euler steps)."
-    from worldplay2.teacher_forcing import load_memory_world, _model_kind
-    from worldplay2.pdd import load_pdd_world
+    from worldplay2.hub import from_pretrained
     from worldplay2.vae import load_vae
     from worldplay2.train import pretrained, check_latent_stats
     from worldplay2.dit import EulerSampler
-    kind = _model_kind(checkpoint)
-    if kind == 'PDDWorld': pw = load_pdd_world(checkpoint); mw, sampler = pw.mw, pw.sampler()
-    elif kind == 'MemoryWorld': mw = load_memory_world(checkpoint); sampler = EulerSampler(8, mw.config.dit.shift)
+    net = from_pretrained(checkpoint)
+    kind = type(net).__name__
+    if kind == 'PDDWorld': mw, sampler = net.mw, net.sampler()
+    elif kind == 'MemoryWorld': mw, sampler = net, EulerSampler(8, net.config.dit.shift)
     else: raise ValueError(f"{checkpoint} is not a model with memory (`train student`, `train pdd` or `train dmd`)")
     v = load_vae(vae or pretrained('small-vae'))
     check_latent_stats(mw.model, v)

@@ -10,6 +10,7 @@ __all__ = ['KINDS', 'HUB_FILES', 'RECIPE', 'checkpoint_kind', 'load_folder', 'sh
 # %% ../nbs/12_hub.ipynb #41e49adf
 import json, os, shutil, tempfile, time
 from pathlib import Path
+import numpy as np
 import torch
 from .train import PRETRAINED_DIR, pretrained
 
@@ -88,7 +89,6 @@ def from_pretrained(name_or_path, kind: str = None, **hub_kw):
 
 def load_pretrained(name: str):
     "A network shipped inside the package, by name (see `models_list`)."
-    if name not in shipped_names(): raise ValueError(f"no shipped model '{name}'; shipped: {', '.join(shipped_names()) or 'none'}")
     return load_folder(pretrained(name))
 
 # %% ../nbs/12_hub.ipynb #68052edd
@@ -100,12 +100,14 @@ def _fmt(v):
 def _size_mb(folder) -> float:
     return round(sum(f.stat().st_size for f in Path(folder).iterdir() if f.is_file())/2**20, 1)
 
-def _weights_dtype(folder) -> str:
+def _weights(folder) -> tuple:
+    "(parameter count, dtype name) of a checkpoint's model.safetensors, read from its header."
     from safetensors import safe_open
     with safe_open(str(Path(folder)/'model.safetensors'), 'pt') as f:
-        k = next(iter(f.keys()), None)
-        t = str(f.get_slice(k).get_dtype()).upper() if k else 'none'
-    return dict(F32='float32', F16='float16', BF16='bfloat16').get(t, t.lower())
+        slices = [f.get_slice(k) for k in f.keys()]
+        n = sum(int(np.prod(x.get_shape())) for x in slices)
+        t = str(slices[0].get_dtype()).upper() if slices else 'none'
+    return n, dict(F32='float32', F16='float16', BF16='bfloat16').get(t, t.lower())
 
 def dataset_summary(data) -> dict:
     "What a model card says about a data folder: episodes, episodes per kind, resolution, frame rate, frames per episode, validation episodes."
@@ -148,11 +150,11 @@ def model_card(folder, name: str = None) -> str:
     name = name or folder.name
     data = ModelCardData(library_name='worldplay2', license='apache-2.0', tags=['world-model', 'video-generation', 'worldplay2', kind] +
                          ([m['stage']] if m.get('stage') else []))
-    n = sum(t.numel() for t in _state_shapes(folder))
+    n, dtype = _weights(folder)
     stage = f" — stage `{m['stage']}`" if m.get('stage') else ''
     out = ['---', data.to_yaml(), '---', '', f"# {name}", '',
            f"**What it is:** {what}{stage}, preset `{m.get('preset', '?')}`, "
-           f"{n/1e6:.2f} M parameters stored as {_weights_dtype(folder)} ({_size_mb(folder)} MB with its files).", '',
+           f"{n/1e6:.2f} M parameters stored as {dtype} ({_size_mb(folder)} MB with its files).", '',
            f"**Implements:** {paper} (WorldPlay2), in the small-scale build of the open `worldplay2` project.", '']
     d = m.get('data')
     if d: out += ['## Training data', '', f"{_fmt(d['episodes'])} episodes of the procedural world ({', '.join(f'{k} {v}' for k, v in d['kinds'].items())}), "
@@ -180,11 +182,6 @@ def model_card(folder, name: str = None) -> str:
     out += ['## Use', '', '```python', 'from worldplay2.hub import from_pretrained',
             f"model = from_pretrained('{name}')   # a shipped name, a local folder, or a Hub id", '```', '']
     return '\n'.join(out)
-
-def _state_shapes(folder):
-    from safetensors import safe_open
-    with safe_open(str(Path(folder)/'model.safetensors'), 'pt') as f:
-        return [torch.empty(f.get_slice(k).get_shape(), device='meta') for k in f.keys()]
 
 def write_card(folder, name: str = None) -> Path:
     "Write (atomically) the model card README.md of a checkpoint folder."
@@ -253,7 +250,7 @@ def models_list() -> list:
         d = pretrained(name)
         m = json.loads((d/'metrics.json').read_text()) if (d/'metrics.json').exists() else {}
         out.append(dict(name=name, model=checkpoint_kind(d), stage=m.get('stage'), preset=m.get('preset'), size_mb=_size_mb(d),
-                        dtype=_weights_dtype(d), steps=m.get('steps'), wall_s=m.get('wall_s'), metrics=results(m), path=str(d)))
+                        dtype=_weights(d)[1], steps=m.get('steps'), wall_s=m.get('wall_s'), metrics=results(m), path=str(d)))
     return out
 
 # %% ../nbs/12_hub.ipynb #36f3174d
