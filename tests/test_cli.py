@@ -92,6 +92,13 @@ def test_every_training_stage_from_the_shell(tmp_path):
     assert r.returncode == 0, r.stderr[-1500:]
     out = json.loads(r.stdout)
     assert out['frames'] > 200 and out['fps'] > 0 and {p.name for p in (d/'demo').iterdir()} == {'demo.mp4', 'strip.png', 'report.html'}
+    r = run('eval', 'horizon', '--checkpoint', str(d/'dmd'/'model'), '--checkpoint', str(d/'pdd'/'model'), '--vae', str(d/'vae'/'vae'),
+            '--seeds', '0', '--latents', '9', '--lap-latents', '4', '--json')
+    assert r.returncode == 0, r.stderr[-1500:]
+    out = json.loads(r.stdout)
+    assert sorted(out['models']) == ['dmd', 'pdd'] and len(out['models']['dmd']['revisit_by_lap']) == 1
+    r = run('eval', 'horizon', '--checkpoint', str(d/'dmd'/'model'), '--checkpoint', str(d/'dmd'/'model'), '--vae', str(d/'vae'/'vae'))
+    assert r.returncode != 0 and "both named 'dmd'" in r.stderr
 
 def test_models_list_json():
     "The shipped models, each with its class, stage, size and measured results (every result carries the command that printed it)."

@@ -5,8 +5,8 @@
 # %% auto #0
 __all__ = ['emit', 'cmd_preview', 'cmd_data_generate', 'cmd_data_samples', 'one_core', 'cmd_bench_world', 'dmd_config',
            'cmd_train', 'cmd_bench_vae', 'cmd_bench_train', 'cmd_bench_memory', 'cmd_eval_control', 'cmd_eval_revisit',
-           'cmd_eval_pdd', 'cmd_models_list', 'cmd_models_card', 'cmd_models_push', 'load_player', 'cmd_bench_stream',
-           'cmd_play', 'cmd_bench_distill', 'cmd_demo', 'parser', 'main']
+           'cmd_eval_horizon', 'cmd_eval_pdd', 'cmd_models_list', 'cmd_models_card', 'cmd_models_push', 'load_player',
+           'cmd_bench_stream', 'cmd_play', 'cmd_bench_distill', 'cmd_demo', 'parser', 'main']
 
 # %% ../nbs/90_cli.ipynb #07f35a5d
 import argparse, json, os, sys, time
@@ -175,6 +175,26 @@ def cmd_eval_revisit(a):
     res = eval_revisit(mw, vae, held_out, clip=a.clip, steps=a.steps, max_episodes=a.episodes, models=models, teacher=not a.student)
     return emit(a, res)
 
+def _run_name(checkpoint) -> str:
+    "A model's name in a comparison: its run folder (the parent of a `model/` folder), else the folder itself."
+    p = Path(checkpoint)
+    return p.parent.name if p.name == 'model' else p.name
+
+def cmd_eval_horizon(a):
+    "Quality over long rollouts: PSNR against the world's frames by chunk and by lap, revisit PSNR by lap, for each model side by side."
+    from worldplay2.dmd import horizon_quality
+    from worldplay2.train import pretrained
+    models, what, vae = {}, {}, None
+    for ck in a.checkpoint or [pretrained('small-student')]:
+        mw, v, sampler, desc = load_player(ck, a.vae)
+        name = _run_name(ck)
+        if name in models: raise ValueError(f"two checkpoints are both named '{name}' (their run folders): compare models from differently named runs")
+        if vae is not None and v.config != vae.config: raise ValueError(f"{ck} was trained with another VAE than the first checkpoint")
+        models[name], what[name], vae = (mw, sampler), desc, v
+    res = horizon_quality(models, vae, tuple(a.seeds), a.latents, a.lap_latents)
+    res['checkpoints'] = what
+    return emit(a, res)
+
 def cmd_eval_pdd(a):
     "Few-step quality: the PDD student's K steps vs the AR student's plain K Euler steps vs its many steps, against the true frames."
     from worldplay2.teacher_forcing import load_memory_world
@@ -227,6 +247,15 @@ def _eval_parser(sub):
     q.add_argument('--episodes', type=int, default=8)
     q.add_argument('--json', action='store_true')
     q.set_defaults(fn=cmd_eval_pdd)
+    h = e.add_parser('horizon', help='long rollouts along loops walked again and again: PSNR vs the world by chunk and lap, revisit PSNR by lap, per model')
+    h.add_argument('--checkpoint', action='append', default=None, help='a model with memory (train student / pdd / dmd); repeat to compare '
+                   'several side by side (named by their run folder); default: the shipped small student')
+    h.add_argument('--vae', default=None, help='their vae/ folder (default: the shipped small VAE)')
+    h.add_argument('--seeds', type=int, nargs='+', default=[0, 1, 2, 3], help='world seeds (one loop each)')
+    h.add_argument('--latents', type=int, default=65, help='latents per rollout (the first given)')
+    h.add_argument('--lap-latents', type=int, default=16, help='latents per lap of the loop')
+    h.add_argument('--json', action='store_true')
+    h.set_defaults(fn=cmd_eval_horizon)
 
 # %% ../nbs/90_cli.ipynb #0622852c
 def _train_parser(sub):
@@ -362,7 +391,8 @@ def _bench_parser(sub):
     st.add_argument('--random', action='store_true', help='random weights of --preset (timing only: the cost does not depend on the weights)')
     st.add_argument('--vae', default=None, help='its vae/ folder (default: the shipped small VAE)')
     st.add_argument('--steps', type=int, default=4, help='denoising steps per chunk with random weights (a PDD checkpoint brings its own)')
-    st.add_argument('--at', type=int, nargs='+', default=[1, 100, 1000], help='chunks at which to report the latency (median of 5)')
+    st.add_argument('--at', type=int, nargs='+', default=[1, 10, 100, 1000], help='chunks at which to report the latency (side by side from forks of the run)')
+    st.add_argument('--rounds', type=int, default=7, help='interleaved rounds of the side-by-side chunk timing (the median is reported)')
     st.add_argument('--chunk', type=int, default=2)
     st.add_argument('--max-cmp', type=int, default=64, help='cap on compressed memory steps')
     st.add_argument('--naive-chunks', type=int, default=8)
@@ -403,7 +433,7 @@ def cmd_bench_stream(a):
         mw, sampler = MemoryWorld(WorldModel(c), HistoryCompressor(MemoryConfig(), c.dit)), EulerSampler(a.steps, c.dit.shift)
         vae = load_vae(a.vae) if a.vae else (load_vae(pretrained('small-vae')) if a.preset == 'small' else CausalVAE(vae_config(a.preset)))
         what = f'random {a.preset} weights (timing only), {a.steps} Euler steps per chunk'
-    res = bench_stream(mw, vae, sampler, tuple(a.at), a.chunk, a.max_cmp, a.naive_chunks, a.naive_steps, tuple(a.threads) if a.threads else (None,))
+    res = bench_stream(mw, vae, sampler, tuple(a.at), a.chunk, a.max_cmp, a.naive_chunks, a.naive_steps, tuple(a.threads) if a.threads else (None,), a.rounds)
     res['model'] = what
     return emit(a, res)
 

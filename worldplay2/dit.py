@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['DiTConfig', 'ModelConfig', 'model_config', 'rope_angles', 'apply_rope', 'token_positions', 'timestep_embedding',
-           'modulate', 'Attention', 'DiTBlock', 'MemoryTokens', 'WorldDiT', 'WorldModel', 'frame_causal_mask',
+           'modulate', 'Room', 'Attention', 'DiTBlock', 'MemoryTokens', 'WorldDiT', 'WorldModel', 'frame_causal_mask',
            'shift_sigma', 'FlowMatching', 'EulerSampler', 'flow_step']
 
 # %% ../nbs/04_dit.ipynb #9b3c7515
@@ -96,6 +96,18 @@ def timestep_embedding(sigma, dim: int):
 
 def modulate(x, shift, scale): return x*(1 + scale) + shift
 
+@dataclass
+class Room:
+    """(k, v) buffers (B, H, P + N, Dh): P earlier tokens' keys and values, then room for the N tokens of the sequence being run. Each
+    call writes its own (k, v) into the last N slots, so a many-step sampler copies N tokens per step and block instead of P + N."""
+    k: torch.Tensor
+    v: torch.Tensor
+
+    def fill(self, k, v):
+        "Write this sequence's (k, v) (B, H, N, Dh) into the room; the full buffers."
+        self.k[:, :, -k.shape[2]:], self.v[:, :, -v.shape[2]:] = k, v
+        return self.k, self.v
+
 class Attention(nn.Module):
     "Multi-head attention through SDPA; self-attention uses RoPE, cross-attention a key padding mask."
     def __init__(self, d, heads, d_kv=None):
@@ -109,13 +121,14 @@ class Attention(nn.Module):
 
     def forward(self, x, kv=None, ang=None, mask=None, past=None, keep=None):
         """x (B, N, D); kv (B, M, Dkv), its cached (k, v), or None for self-attention; mask: bool, True = may attend, broadcastable to (B, H, N, P + M).
-        `past`: (k, v) (B, H, P, Dh) of earlier tokens (RoPE applied), attended before the sequence's own; `keep`: a list that gets
+        `past`: (k, v) (B, H, P, Dh) of earlier tokens (RoPE applied), attended before the sequence's own (or a `Room`); `keep`: a list that gets
         this sequence's own (k, v) — how a KV cache is filled and read."""
         q = rearrange(self.q(x), 'b n (h d) -> b h n d', h=self.heads)
         k, v = kv if isinstance(kv, tuple) else self.keys(x if kv is None else kv)              # a tuple: cached (k, v)
         if ang is not None: q, k = apply_rope(q, ang), apply_rope(k, ang)
         if keep is not None: keep.append((k, v))
-        if past is not None: k, v = torch.cat([past[0], k], 2), torch.cat([past[1], v], 2)
+        if isinstance(past, Room): k, v = past.fill(k, v)                      # earlier tokens in a buffer with room for these
+        elif past is not None: k, v = torch.cat([past[0], k], 2), torch.cat([past[1], v], 2)
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         return self.o(rearrange(y, 'b h n d -> b n (h d)'))
 

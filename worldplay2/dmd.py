@@ -4,12 +4,13 @@
 
 # %% auto #0
 __all__ = ['DMD_TRAIN', 'dmd_direction', 'dmd_loss', 'DMDConfig', 'Rollout', 'rollout', 'clip_scores', 'replay', 'critic_loss',
-           'LitDMD', 'train_dmd', 'bench_distill']
+           'LitDMD', 'train_dmd', 'bench_distill', 'long_loop', 'horizon_quality']
 
 # %% ../nbs/09_stable_forcing.ipynb #b4e2cbf5
 import time
 from dataclasses import dataclass, asdict
 from pathlib import Path
+import numpy as np
 import torch, torch.nn.functional as F
 import lightning as L
 from .dit import FlowMatching
@@ -229,3 +230,48 @@ def bench_distill(preset: str = 'small', horizons=(16, 32, 64, 128), limit_gb: f
             it.append(round(m['iter_s'], 2)); peak.append(round(m['peak_mb']))
         out[f'iter_s_{key}'], out[f'peak_mb_{key}'], out[f'stopped_{key}'] = it, peak, stop
     return out
+
+# %% ../nbs/09_stable_forcing.ipynb #328d73ea
+def long_loop(seed: int, latents: int, lap_latents: int = 16, res: int = 128, perspective: int = 1):
+    """A loop walked again and again in the world of `seed`: (world, per-frame actions (T, 6), the world's true frames uint8
+    (T, res, res, 3)), T = 1 + 4·(latents − 1). A lap is a self-symmetric loop of P = 4·lap_latents frames ending at the start pose,
+    so frames t and t + P show the same view."""
+    from worldplay2.world import World
+    from worldplay2.episodes import loop_actions
+    from worldplay2.realtime import true_frames
+    if latents < 2 or lap_latents < 2: raise ValueError(f"a long loop needs latents >= 2 and lap_latents >= 2, got {latents} and {lap_latents}")
+    w, P, T = World.from_seed(seed), 4*lap_latents, 1 + 4*(latents - 1)
+    lap = loop_actions(w, P + 1, np.random.default_rng(seed), perspective)      # frame 0 stands still; frames 1 … P walk out and back
+    acts = np.concatenate([lap[:1]] + [lap[1:]]*(-(-(T - 1)//P)))[:T]
+    return w, acts, true_frames(w, acts[1:], res, perspective)
+
+@torch.no_grad()
+def horizon_quality(models: dict, vae, seeds=(0, 1, 2, 3), latents: int = 65, lap_latents: int = 16, chunk: int = 2, seed: int = 0) -> dict:
+    """Long rollouts of each of `models` {name: (MemoryWorld, sampler)} along `long_loop`s from the worlds of `seeds`, chunk-wise
+    through the KV cache: PSNR against the world's frames per chunk (`psnr_by_chunk`) and per lap (`psnr_by_lap`, `ssim_by_lap`), and
+    for each lap after the first its revisit PSNR — its generated frames against the first lap's at the same poses (`revisit_by_lap`).
+    Means over the seeds."""
+    from worldplay2.vae import recon_metrics
+    from worldplay2.data import frames_to_tensor
+    from worldplay2.revisit import loop_rollout
+    P, T = 4*lap_latents, 1 + 4*(latents - 1)
+    if T <= P: raise ValueError(f"{latents} latents do not finish one lap of {lap_latents} latents: nothing is revisited")
+    loops = [long_loop(s, latents, lap_latents, vae.config.res) for s in seeds]
+    laps = [slice(1 + j*P, min(T, 1 + (j + 1)*P)) for j in range(-(-(T - 1)//P))]
+    chunks = [slice(1 + 4*chunk*i, min(T, 1 + 4*chunk*(i + 1))) for i in range(-(-(T - 1)//(4*chunk)))]
+    out = {}
+    for name, (mw, sampler) in models.items():
+        rows = []
+        for w, acts, true_np in loops:
+            cap = dict(scene=w.scene.caption, character='', event='No event.')
+            gen = loop_rollout(mw, vae, true_np[:1], acts, cap, chunk, teacher=False, seed=seed, sampler=sampler)[:, :T]
+            true = frames_to_tensor(true_np)[None]
+            by_lap = [recon_metrics(true[:, l], gen[:, l]) for l in laps]
+            first = gen[:, laps[0]]
+            rows.append(dict(psnr_by_chunk=[recon_metrics(true[:, c], gen[:, c])['psnr'] for c in chunks],
+                             psnr_by_lap=[m['psnr'] for m in by_lap], ssim_by_lap=[m['ssim'] for m in by_lap],
+                             revisit_by_lap=[recon_metrics(first[:, :l.stop - l.start], gen[:, l])['psnr'] for l in laps[1:]]))
+        mean = lambda k: [round(float(x), 3) for x in np.mean([r[k] for r in rows], 0)]
+        out[name] = dict(psnr_by_chunk=mean('psnr_by_chunk'), psnr_by_lap=mean('psnr_by_lap'), ssim_by_lap=mean('ssim_by_lap'),
+                         revisit_by_lap=mean('revisit_by_lap'), steps=getattr(sampler, 'steps', None))
+    return dict(models=out, seeds=list(seeds), latents=latents, lap_latents=lap_latents, frames=T, chunk=chunk)

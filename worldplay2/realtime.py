@@ -4,11 +4,11 @@
 
 # %% auto #0
 __all__ = ['KEYS', 'MAX_TEXT', 'DEMO_SCRIPT', 'DEMO_EVENTS', 'h_shift', 'drift', 'keys_action', 'parse_script', 'check_text',
-           'world_of', 'with_memory', 'Session', 'parse_event', 'play', 'true_frames', 'demo', 'int8_world',
-           'run_stream', 'bench_stream', 'steering']
+           'world_of', 'with_memory', 'Session', 'fork', 'parse_event', 'play', 'true_frames', 'demo', 'int8_world',
+           'run_stream', 'chunk_ms_side_by_side', 'bench_stream', 'steering']
 
 # %% ../nbs/10_realtime.ipynb #b447d643
-import re, time, resource
+import re, time, resource, copy
 from dataclasses import replace
 import numpy as np
 import torch, torch.nn as nn
@@ -116,8 +116,9 @@ class Session:
         if frame.shape != (self.res, self.res, 3) or frame.dtype != np.uint8: raise ValueError(f"first_frame must be uint8 ({self.res}, {self.res}, 3), got {frame.dtype} {frame.shape}")
         char = self.char_text if perspective == 0 else ''                     # the character caption is there in third person only
         self.captions, self.pending, self.perspective = [cap, char, check_text(event, 'event')], {}, perspective
+        t0 = time.perf_counter()                                               # encoding the first frame, the captions and the sink
         self.stream = WorldStream(self.mw, self.vae, self.C, sampler=self.sampler, cache=self.cache, keep_video=False).reset(frames_to_tensor(frame)[None, None], tuple(self.captions), perspective)
-        self.log, self.t = [], 0
+        self.log, self.t, self.reset_ms = [], 0, 1000*(time.perf_counter() - t0)
         return frame
 
     def edit(self, scene: str = None, character: str = None):
@@ -162,6 +163,12 @@ class Session:
     def step(self, action=None, event: str = None) -> np.ndarray:
         "One chunk of frames, uint8 (4·C, H, W, 3)."
         return np.stack(list(self.frames(action, event)))
+
+# %% ../nbs/10_realtime.ipynb #9fd8f1f8
+def fork(session: Session) -> Session:
+    "An independent copy of a playing `session` sharing its weights: it goes on from the same state (history, cache, random stream)."
+    shared = {id(o): o for o in (session.mw, session.vae, session.sampler)}       # deepcopy leaves these alone
+    return copy.deepcopy(session, shared)
 
 # %% ../nbs/10_realtime.ipynb #f7fcf9c3
 def parse_event(spec: str) -> tuple:
@@ -257,28 +264,48 @@ def _window_ms(log, k: int, n: int = 5):
     return round(float(np.median([r['ms'] for r in log[k - 1:k - 1 + n]])), 1)
 
 @torch.no_grad()
-def run_stream(session: Session, chunks: int, scene=3) -> dict:
-    "Play `chunks` chunks of a fixed key pattern from world `scene`: frames/s over the run, first-frame latency, the session log."
+def run_stream(session: Session, chunks: int, scene=3, fork_at=()) -> dict:
+    """Play `chunks` chunks of a fixed key pattern from world `scene`: frames/s over the run, first-frame latency, the session log, and
+    `forks`: {k: a fork of the session about to play chunk k} for each k in `fork_at` (taken outside the timed run)."""
     pattern = ['w', 'w', 'w+right', 'w', 'w+left', 'a', 'd', 'w']
     session.reset(scene)
-    t0 = time.perf_counter()
-    for i in range(chunks): session.step(pattern[i % len(pattern)])
-    dt = time.perf_counter() - t0
-    return dict(fps=round(4*session.C*chunks/dt, 2), first_frame_ms=round(session.log[0]['first_ms'], 1), log=session.log)
+    forks, dt = {}, 0.0
+    for i in range(chunks):
+        if i + 1 in fork_at: forks[i + 1] = fork(session)
+        t0 = time.perf_counter()
+        session.step(pattern[i % len(pattern)])
+        dt += time.perf_counter() - t0
+    return dict(fps=round(4*session.C*chunks/dt, 2), first_frame_ms=round(session.log[0]['first_ms'], 1), reset_ms=round(session.reset_ms, 1),
+                log=session.log, forks=forks)
 
-def bench_stream(mw: MemoryWorld, vae, sampler, at=(1, 100, 1000), chunk: int = 2, max_cmp: int = 64, naive_chunks: int = 8,
-                 naive_steps: int = 30, threads=(None,)) -> dict:
+@torch.no_grad()
+def chunk_ms_side_by_side(forks: dict, rounds: int = 7, key: str = 'w') -> dict:
+    """Milliseconds of the next chunk from each of `forks` {k: session about to play chunk k}, in interleaved rounds (each round times
+    every horizon once, on a fresh fork), so that a change in the machine's speed hits all horizons alike: the median per horizon."""
+    ms = {k: [] for k in forks}
+    for _ in range(rounds):
+        for k, s in forks.items():
+            f = fork(s)
+            f.step(key)
+            ms[k].append(f.log[-1]['ms'])
+    return {str(k): round(float(np.median(v)), 1) for k, v in ms.items()}
+
+def bench_stream(mw: MemoryWorld, vae, sampler, at=(1, 10, 100, 1000), chunk: int = 2, max_cmp: int = 64, naive_chunks: int = 8,
+                 naive_steps: int = 30, threads=(None,), rounds: int = 7) -> dict:
     """Streaming speed of `mw` with `sampler` (e.g. the 4-step student's) over max(at) + 4 chunks: frames/s, first-frame latency,
-    chunk latency at the chunks in `at` (median of 5 from there), peak memory — for fp32 and int8 weights (and each thread count),
-    the fastest reported first; beside the naive path over `naive_chunks` chunks."""
+    peak memory, and the latency of chunk k for each k in `at` — timed side by side from forks of the run taken at those chunks
+    (`chunk_ms`, median of `rounds` interleaved rounds), and as the run met them (`chunk_ms_in_run`, median of chunks k … k+4) — for
+    fp32 and int8 weights (and each thread count), the fastest reported first; beside the naive path over `naive_chunks` chunks."""
     n = max(at) + 4
     runs = {}
     for th in threads:
         if th: torch.set_num_threads(th)
         for name, m in (('fp32', mw), ('int8', int8_world(mw))):
-            r = run_stream(Session(m, vae, sampler, chunk, max_cmp), n)
-            runs[f'{name}' + (f'-{th}t' if th else '')] = dict(fps=r['fps'], first_frame_ms=r['first_frame_ms'],
-                                                                 chunk_ms={str(k): _window_ms(r['log'], k) for k in at},
+            r = run_stream(Session(m, vae, sampler, chunk, max_cmp), n, fork_at=at)
+            runs[f'{name}' + (f'-{th}t' if th else '')] = dict(fps=r['fps'], first_frame_ms=r['first_frame_ms'], reset_ms=r['reset_ms'],
+                                                                 memory_tokens_at={str(k): f.stream.cache.tokens for k, f in r['forks'].items()},
+                                                                 chunk_ms=chunk_ms_side_by_side(r.pop('forks'), rounds),
+                                                                 chunk_ms_in_run={str(k): _window_ms(r['log'], k) for k in at},
                                                                  memory_tokens=r['log'][-1]['memory_tokens'])
     best = max(runs, key=lambda k: runs[k]['fps'])
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024

@@ -17,7 +17,7 @@ import numpy as np
 import torch, torch.nn as nn, torch.nn.functional as F
 import lightning as L
 from einops import rearrange, repeat
-from .dit import WorldModel, MemoryTokens, FlowMatching, EulerSampler, flow_step, model_config
+from .dit import WorldModel, MemoryTokens, FlowMatching, EulerSampler, flow_step, model_config, Room
 from .compressor import (MemoryConfig, MemoryLayout, Memory, HistoryCompressor, memory_layout, make_memory, shrink,
                                     SINK, CMP, TMP)
 from .controls import FIELDS
@@ -105,6 +105,19 @@ def _cat_kv(parts):
     "Concatenate per-block (k, v) lists along the token axis."
     return [tuple(torch.cat(x, 2) for x in zip(*blk)) for blk in zip(*parts)]
 
+def _kv_room(parts, n: int):
+    "Per block, a `Room`: the (k, v) of `parts` along the token axis, then space for the n tokens of the chunk being generated."
+    rooms = []
+    for blk in zip(*parts):
+        B, H, _, Dh = blk[0][0].shape
+        P = sum(k.shape[2] for k, _ in blk)
+        room, o = Room(blk[0][0].new_empty(B, H, P + n, Dh), blk[0][1].new_empty(B, H, P + n, Dh)), 0
+        for k, v in blk:
+            room.k[:, :, o:o + k.shape[2]], room.v[:, :, o:o + k.shape[2]] = k, v
+            o += k.shape[2]
+        rooms.append(room)
+    return rooms
+
 @dataclass
 class KVCache:
     "The student's cache: per block self-attention (k, v) of the memory, laid out [sink | compressed | temporal]; caption (k, v) per field."
@@ -182,7 +195,15 @@ class WorldStream:
         # the history grows by a chunk per step without copying all of it: latents, low-res latents, actions, action embeddings
         self.hist = dict(z=Grow(z), z_lr=Grow(vae.normalize(mu_lr)), acts=Grow(acts), e=Grow(self.mw.model.actions(acts)))
         self.captions, self.cache, self.frames = tuple(captions), KVCache(), [frame]
+        self._remember()                                                                 # the sink's memory frame, before the first key
         return self
+
+    def _remember(self):
+        """Bring the KV cache up to date with the history under the current captions. Run as soon as a chunk is finished, so the next
+        chunk's latency (from its key to its frames) holds only its own generation; a new caption at the next chunk redoes it."""
+        if not self.use_cache: return
+        dit = self.mw.model.dit
+        self._frames(memory_layout(self.mw.compressor.mc, self.z.shape[1]), self.cache.caption(dit, self.mw.model.text, *self.captions))
 
     def _frames(self, lay: MemoryLayout, ctx):
         "Bring the cache to layout `lay`: compute the new memory frames (each reads the sink), drop those that left."
@@ -228,7 +249,7 @@ class WorldStream:
             ctx = self.cache.caption(dit, mw.model.text, *self.captions)
             self._frames(lay, ctx)
             parts = self.cache.parts()
-            past = _cat_kv(parts)
+            past = _kv_room(parts, C*(x.shape[-2]//dit.c.patch)*(x.shape[-1]//dit.c.patch))   # each step writes only the chunk's K/V
             vel = lambda x_, s_, cond, **kw: mw.model(x_, s_, actions, ctx=ctx, t0=t, past=past, **kw)
             kept = lambda x_, s_, cond, **kw: mw.model(x_, s_, actions, ctx=ctx, t0=t, past=_cat_kv(parts), **kw)   # holds frames, not a copy
         else:                                                                    # the reference: the whole memory, every step
@@ -240,6 +261,7 @@ class WorldStream:
         x = self.sampler(vel, x, generator=generator, **sampler_kw)
         self.velocity = kept
         yield from self._append(x, actions)
+        self._remember()                                                         # the finished chunk enters the memory now
 
     def _append(self, x, actions):
         """Add a finished chunk to the history, decoding it latent by latent (each decoded latent's frames are yielded at once), with
