@@ -117,7 +117,7 @@ class Session:
         char = self.char_text if perspective == 0 else ''                     # the character caption is there in third person only
         self.captions, self.pending, self.perspective = [cap, char, check_text(event, 'event')], {}, perspective
         t0 = time.perf_counter()                                               # encoding the first frame, the captions and the sink
-        self.stream = WorldStream(self.mw, self.vae, self.C, sampler=self.sampler, cache=self.cache, keep_video=False).reset(frames_to_tensor(frame)[None, None], tuple(self.captions), perspective)
+        self.stream = WorldStream(self.mw, self.vae, self.C, sampler=self.sampler, cache=self.cache, keep_video=False, bounded=True).reset(frames_to_tensor(frame)[None, None], tuple(self.captions), perspective)
         self.log, self.t, self.reset_ms = [], 0, 1000*(time.perf_counter() - t0)
         return frame
 

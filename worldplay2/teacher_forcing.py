@@ -159,8 +159,12 @@ class KVCache:
 
 # %% ../nbs/07_teacher_forcing.ipynb #bc9623b9
 class Grow:
-    "A tensor that grows along dim 1 in amortised O(added) time (its buffer doubles when full): `add(x)`, `.t` the filled part (a view)."
-    def __init__(self, x): self.buf, self.n = x, x.shape[1]
+    """A tensor that grows along dim 1 in amortised O(added) time (its buffer doubles when full): `add(x)`, `.t` the filled part (a
+    view). `forget(i)` lets entries `keep` … i−1 go for good; the others stay readable in their own positions as `g[:, a:b]`, and
+    `g.shape` counts them all."""
+    def __init__(self, x, keep: int = None):
+        self.buf, self.n, self.gone = x, x.shape[1], 0                 # buffer: entries 0 … keep−1, then keep + gone onwards
+        self.keep = x.shape[1] if keep is None else keep
 
     def add(self, x):
         n, k = self.n, x.shape[1]
@@ -171,15 +175,47 @@ class Grow:
         self.buf[:, n:n + k] = x
         self.n = n + k
 
+    def forget(self, i: int):
+        """Entries keep … i−1 are never read again. They leave once they outnumber the entries after them (so the live ones are copied
+        rarely: amortised O(1) per added entry, and the buffer stays within a few times the live span), into a new buffer: views
+        handed out before stay as they were."""
+        dead = i - self.keep - self.gone
+        if dead <= 0 or dead < self.n - self.keep - dead: return
+        buf = self.buf.new_empty(self.buf.shape)
+        buf[:, :self.keep], buf[:, self.keep:self.n - dead] = self.buf[:, :self.keep], self.buf[:, self.keep + dead:self.n]
+        self.buf, self.n, self.gone = buf, self.n - dead, self.gone + dead
+
     @property
-    def t(self): return self.buf[:, :self.n]
+    def shape(self): return self.buf.shape[:1] + (self.n + self.gone,) + self.buf.shape[2:]
+
+    @property
+    def device(self): return self.buf.device
+
+    def new_zeros(self, *a, **k): return self.buf.new_zeros(*a, **k)
+
+    def __getitem__(self, idx):
+        "`g[:, a:b]` (step 1) in the entries' own positions: a tensor. Reading a forgotten entry is an error."
+        if not (isinstance(idx, tuple) and len(idx) == 2 and idx[0] == slice(None) and isinstance(idx[1], slice) and idx[1].step in (None, 1)):
+            raise IndexError(f"index a Grow as g[:, a:b], got {idx}")
+        a, b, _ = idx[1].indices(self.shape[1])
+        b = max(a, b)
+        if b <= self.keep or not self.gone: return self.buf[:, a:b]
+        if a >= self.keep + self.gone: return self.buf[:, a - self.gone:b - self.gone]
+        raise IndexError(f"entries {self.keep} … {self.keep + self.gone - 1} were forgotten; asked for {a} … {b - 1}")
+
+    @property
+    def t(self):
+        "The whole filled part (a view); an error once entries were forgotten."
+        if self.gone: raise RuntimeError(f"entries {self.keep} … {self.keep + self.gone - 1} were forgotten: read the rest as g[:, a:b]")
+        return self.buf[:, :self.n]
 
 class WorldStream:
     "Chunk-wise autoregressive generation with the compressed memory: `reset(first_frame, captions)`, then `step(actions)` per chunk."
     def __init__(self, mw: MemoryWorld, vae, chunk: int = 2, steps: int = 8, shift: float = None, cache: bool = True, teacher: bool = False,
-                 sampler=None, keep_video: bool = True):
+                 sampler=None, keep_video: bool = True, bounded: bool = False):
         self.mw, self.vae, self.C, self.use_cache, self.teacher = mw.eval(), vae.eval(), chunk, cache and not teacher, teacher
         self.keep_video = keep_video                                            # off for endless play: `video()` then holds the first frame only
+        self.bounded = bounded and self.use_cache                               # endless play: forget latents no memory can read any more
         self.sampler = sampler or EulerSampler(steps, mw.config.dit.shift if shift is None else shift)   # or a few-step one (notebook 08)
         if chunk % mw.compressor.mc.l: raise ValueError(f"a chunk of {chunk} latents does not hold whole compressed steps of l = {mw.compressor.mc.l}")
 
@@ -193,7 +229,7 @@ class WorldStream:
         self.dec_state = vae.decode(vae.denormalize(z))[1]
         acts = torch.zeros(1, 1, 6, device=frame.device); acts[..., 4] = perspective
         # the history grows by a chunk per step without copying all of it: latents, low-res latents, actions, action embeddings
-        self.hist = dict(z=Grow(z), z_lr=Grow(vae.normalize(mu_lr)), acts=Grow(acts), e=Grow(self.mw.model.actions(acts)))
+        self.hist = dict(z=Grow(z, keep=mc.n_sink), z_lr=Grow(vae.normalize(mu_lr), keep=1), acts=Grow(acts), e=Grow(self.mw.model.actions(acts)))
         self.captions, self.cache, self.frames = tuple(captions), KVCache(), [frame]
         self._remember()                                                                 # the sink's memory frame, before the first key
         return self
@@ -203,14 +239,26 @@ class WorldStream:
         chunk's latency (from its key to its frames) holds only its own generation; a new caption at the next chunk redoes it."""
         if not self.use_cache: return
         dit = self.mw.model.dit
-        self._frames(memory_layout(self.mw.compressor.mc, self.z.shape[1]), self.cache.caption(dit, self.mw.model.text, *self.captions))
+        self._frames(memory_layout(self.mw.compressor.mc, self.latents), self.cache.caption(dit, self.mw.model.text, *self.captions))
+
+    def _forget(self):
+        """With `bounded`: let the latents go that no later memory can read — those before the temporal window and before the reach of
+        the oldest compressed step kept (the cap drops the oldest steps, so that point only moves forward)."""
+        mc, t = self.mw.compressor.mc, self.latents
+        lay = memory_layout(mc, t)
+        first = [j for j in lay.full if j >= len(lay.sink)][:1] or [t]
+        if len(lay.steps):
+            a = max(1, lay.steps.start - self.mw.compressor.reach)
+            first.append(mc.l*(a - 1) + 1)
+            self.hist['z_lr'].forget(a)
+        self.hist['z'].forget(min(first))
 
     def _frames(self, lay: MemoryLayout, ctx):
         "Bring the cache to layout `lay`: compute the new memory frames (each reads the sink), drop those that left."
         mw, c = self.mw, self.cache
         dit, e = mw.model.dit, self.hist['e'].t
-        mk = lambda l_: make_memory(mw.compressor, dit, self.z, self.z_lr, e, l_)
-        t = self.z.shape[1]
+        mk = lambda l_: make_memory(mw.compressor, dit, self.hist['z'], self.hist['z_lr'], e, l_)
+        t = self.latents
         if c.sink is None or c.sink_latents != lay.sink:                        # every memory token reads the sink: a new sink, all anew
             c.forget_memory()
             c.sink, c.sink_latents = dit.memory_kv(mk(MemoryLayout(lay.sink, range(0), range(0), t)), *ctx), lay.sink
@@ -234,7 +282,7 @@ class WorldStream:
         """Generate the next chunk: actions (1, 4·chunk, 6), optionally new captions -> its latents (1, chunk, C, H, W). `sampler_kw` go
         to the sampler; `self.velocity` keeps the chunk's velocity function (its memory and captions fixed) for a later replay."""
         for _ in self.step_frames(actions, captions, generator, **sampler_kw): pass
-        return self.z[:, -self.C:]
+        return self.hist['z'][:, -self.C:]
 
     @torch.no_grad()
     def step_frames(self, actions, captions=None, generator=None, **sampler_kw):
@@ -242,9 +290,9 @@ class WorldStream:
         mw, C = self.mw, self.C
         if captions is not None: self.captions = tuple(captions)
         if actions.shape[1] != 4*C: raise ValueError(f"a chunk of {C} latents needs {4*C} action frames, got {actions.shape[1]}")
-        t, dit = self.z.shape[1], mw.model.dit
+        t, dit = self.latents, mw.model.dit
         lay = memory_layout(mw.compressor.mc, t)
-        x = self.z.new_zeros((1, C) + self.z.shape[2:])
+        x = self.hist['z'].new_zeros((1, C) + self.hist['z'].shape[2:])
         if self.use_cache:
             ctx = self.cache.caption(dit, mw.model.text, *self.captions)
             self._frames(lay, ctx)
@@ -274,9 +322,13 @@ class WorldStream:
         frames = torch.cat(frames, 1)
         mu_lr, _, self.lr_state = vae.encode(shrink(frames[:, 1::mc.l], mc.s), self.lr_state)   # the stream's even frames 4t−2, 4t, …
         for k, v in dict(z=x, z_lr=vae.normalize(mu_lr), acts=actions, e=self.mw.model.actions(actions)).items(): self.hist[k].add(v)
+        if self.bounded: self._forget()
         if self.keep_video: self.frames.append(frames)
 
     z, z_lr, acts = (property(lambda self, k=k: self.hist[k].t) for k in ('z', 'z_lr', 'acts'))   # the history so far (views)
+
+    @property
+    def latents(self) -> int: return self.hist['z'].shape[1]                        # latents so far, the first included
 
     def video(self):
         "All frames so far, (1, 1 + 4·latents, 3, H, W) in [-1, 1] (the first as given, the rest decoded)."
