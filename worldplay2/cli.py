@@ -184,13 +184,12 @@ def cmd_eval_horizon(a):
     "Quality over long rollouts: PSNR against the world's frames by chunk and by lap, revisit PSNR by lap, for each model side by side."
     from worldplay2.dmd import horizon_quality
     from worldplay2.train import pretrained
-    models, what, vae = {}, {}, None
+    models, what = {}, {}
     for ck in a.checkpoint or [pretrained('small-student')]:
-        mw, v, sampler, desc = load_player(ck, a.vae)
+        mw, vae, sampler, desc = load_player(ck, a.vae)                    # the same VAE for all; each model checked against it
         name = _run_name(ck)
         if name in models: raise ValueError(f"two checkpoints are both named '{name}' (their run folders): compare models from differently named runs")
-        if vae is not None and v.config != vae.config: raise ValueError(f"{ck} was trained with another VAE than the first checkpoint")
-        models[name], what[name], vae = (mw, sampler), desc, v
+        models[name], what[name] = (mw, sampler), desc
     res = horizon_quality(models, vae, tuple(a.seeds), a.latents, a.lap_latents)
     res['checkpoints'] = what
     return emit(a, res)

@@ -256,16 +256,15 @@ def horizon_quality(models: dict, vae, seeds=(0, 1, 2, 3), latents: int = 65, la
     from worldplay2.revisit import loop_rollout
     P, T = 4*lap_latents, 1 + 4*(latents - 1)
     if T <= P: raise ValueError(f"{latents} latents do not finish one lap of {lap_latents} latents: nothing is revisited")
-    loops = [long_loop(s, latents, lap_latents, vae.config.res) for s in seeds]
+    loops = [(w, acts, true_np, frames_to_tensor(true_np)[None]) for w, acts, true_np in (long_loop(s, latents, lap_latents, vae.config.res) for s in seeds)]
     laps = [slice(1 + j*P, min(T, 1 + (j + 1)*P)) for j in range(-(-(T - 1)//P))]
     chunks = [slice(1 + 4*chunk*i, min(T, 1 + 4*chunk*(i + 1))) for i in range(-(-(T - 1)//(4*chunk)))]
     out = {}
     for name, (mw, sampler) in models.items():
         rows = []
-        for w, acts, true_np in loops:
+        for w, acts, true_np, true in loops:
             cap = dict(scene=w.scene.caption, character='', event='No event.')
             gen = loop_rollout(mw, vae, true_np[:1], acts, cap, chunk, teacher=False, seed=seed, sampler=sampler)[:, :T]
-            true = frames_to_tensor(true_np)[None]
             by_lap = [recon_metrics(true[:, l], gen[:, l]) for l in laps]
             first = gen[:, laps[0]]
             rows.append(dict(psnr_by_chunk=[recon_metrics(true[:, c], gen[:, c])['psnr'] for c in chunks],

@@ -235,18 +235,20 @@ class WorldStream:
         return self
 
     def _remember(self):
-        """Bring the KV cache up to date with the history under the current captions. Run as soon as a chunk is finished, so the next
-        chunk's latency (from its key to its frames) holds only its own generation; a new caption at the next chunk redoes it."""
+        """Bring the KV cache up to date with the history under the current captions; returns the captions' cached K/V. Run as soon as a
+        chunk is finished, so the next chunk's latency (from its key to its frames) holds only its own generation; a new caption at the
+        next chunk redoes it."""
         if not self.use_cache: return
-        dit = self.mw.model.dit
-        self._frames(memory_layout(self.mw.compressor.mc, self.latents), self.cache.caption(dit, self.mw.model.text, *self.captions))
+        ctx = self.cache.caption(self.mw.model.dit, self.mw.model.text, *self.captions)
+        self._frames(memory_layout(self.mw.compressor.mc, self.latents), ctx)
+        return ctx
 
     def _forget(self):
         """With `bounded`: let the latents go that no later memory can read — those before the temporal window and before the reach of
         the oldest compressed step kept (the cap drops the oldest steps, so that point only moves forward)."""
         mc, t = self.mw.compressor.mc, self.latents
         lay = memory_layout(mc, t)
-        first = [j for j in lay.full if j >= len(lay.sink)][:1] or [t]
+        first = [lay.full.start if len(lay.full) else t]                        # full-resolution latents after the sink
         if len(lay.steps):
             a = max(1, lay.steps.start - self.mw.compressor.reach)
             first.append(mc.l*(a - 1) + 1)
@@ -294,8 +296,7 @@ class WorldStream:
         lay = memory_layout(mw.compressor.mc, t)
         x = self.hist['z'].new_zeros((1, C) + self.hist['z'].shape[2:])
         if self.use_cache:
-            ctx = self.cache.caption(dit, mw.model.text, *self.captions)
-            self._frames(lay, ctx)
+            ctx = self._remember()                                               # a no-op unless the captions changed
             parts = self.cache.parts()
             past = _kv_room(parts, C*(x.shape[-2]//dit.c.patch)*(x.shape[-1]//dit.c.patch))   # each step writes only the chunk's K/V
             vel = lambda x_, s_, cond, **kw: mw.model(x_, s_, actions, ctx=ctx, t0=t, past=past, **kw)
