@@ -50,7 +50,7 @@ def test_preview(tmp_path):
     assert Path(rep['contact_sheet']).stat().st_size > 1000
 
 def test_shipped_small_vae_bench_and_eval_defaults():
-    "With no --checkpoint, `bench vae` uses the shipped small VAE and `eval control` the shipped small base model, on the shipped samples (re-rendered at 128x128)."
+    "With no --checkpoint, `bench vae` uses the shipped small VAE and `eval control` the shipped small teacher's DiT, on the shipped samples (re-rendered at 128x128)."
     r = run('bench', 'vae', '--json', '--clips', '4')
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
@@ -61,6 +61,17 @@ def test_shipped_small_vae_bench_and_eval_defaults():
     out = json.loads(r.stdout)
     assert {'psnr_gt', 'psnr_copy_first', 'psnr_wrong_actions', 'action_accuracy'} <= set(out) and out['clips'] == 2
     assert out['psnr_gt'] > 12                                 # a guard: broken weights give noise at ~8 dB
+
+def test_eval_steering_and_action_guidance_defaults():
+    "`eval steering` streams the shipped student through held turns and reads the true render's slide; `eval control` takes action guidance."
+    r = run('eval', 'steering', '--worlds', '1', '--chunks', '2', '--json')
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out['turns'] == 2 and out['worlds']['0']['right']['true'] < -20 and out['worlds']['0']['left']['true'] > 20
+    assert out['sign_accuracy'] in (0.0, 0.5, 1.0) and 'small-student' in out['checkpoint']
+    r = run('eval', 'control', '--json', '--clips', '1', '--steps', '4', '--cfg', '2', '--guide', 'actions')
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)['clips'] == 1
 
 def test_eval_control_bad_arguments(tmp_path):
     r = run('eval', 'control', '--vae', str(tmp_path))
@@ -105,7 +116,8 @@ def test_models_list_json():
     r = run('models', 'list', '--json')
     assert r.returncode == 0, r.stderr
     out = {m['name']: m for m in json.loads(r.stdout)}
-    assert {'small-vae', 'small-base', 'small-compressor', 'small-teacher', 'small-student'} <= set(out)
+    assert {'small-vae', 'small-base', 'small-compressor', 'small-teacher', 'small-student'} <= set(out)     # a clone has all five
+    assert {n for n, m in out.items() if m['in_wheel']} == {'small-vae', 'small-teacher', 'small-student'}
     assert out['small-vae']['model'] == 'CausalVAE' and out['small-vae']['dtype'] == 'float16' and 0 < out['small-vae']['size_mb'] < 20
     for m in out.values():
         assert m['stage'] and m['preset'] == 'small' and m['metrics'], m['name']

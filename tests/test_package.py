@@ -56,15 +56,17 @@ def _wheel(tmp_path):
     return next(tmp_path.glob('worldplay2-*.whl'))
 
 def test_wheel_contents(tmp_path):
-    "The wheel carries the modules, the console script and every sample file."
+    "The wheel carries the modules, the console script, every sample file and the models of WHEEL_MODELS (not REPO_MODELS), under 70 MB."
     z = zipfile.ZipFile(_wheel(tmp_path)); names = z.namelist()
     samples = [p.relative_to(ROOT).as_posix() for p in (ROOT/'data_samples').rglob('*') if p.is_file()]
     assert samples and all(f"worldplay2/{s}" in names for s in samples)
     assert {'worldplay2/world.py', 'worldplay2/data.py', 'worldplay2/cli.py'} <= set(names)
     assert any(n.endswith('entry_points.txt') for n in names)
-    shipped = [p.relative_to(ROOT).as_posix() for p in (ROOT/'worldplay2'/'pretrained').rglob('*') if p.is_file()]
-    assert len(shipped) >= 8 and all(s in names for s in shipped)       # small-vae, small-base: config, weights, metrics, curve each
-    assert sum(i.file_size for i in z.infolist()) < 100*2**20
+    from worldplay2.train import WHEEL_MODELS, REPO_MODELS
+    files = lambda m: [p.relative_to(ROOT).as_posix() for p in (ROOT/'worldplay2'/'pretrained'/m).rglob('*') if p.is_file()]
+    assert all(len(files(m)) >= 4 and all(f in names for f in files(m)) for m in WHEEL_MODELS)   # config, weights, metrics, card each
+    assert all(files(m) and not any(f in names for f in files(m)) for m in REPO_MODELS)          # in the repository, not in the wheel
+    assert sum(i.file_size for i in z.infolist()) < 70*2**20
 
 @pytest.mark.slow
 def test_wheel_installs_in_fresh_venv(tmp_path):
@@ -78,8 +80,9 @@ def test_wheel_installs_in_fresh_venv(tmp_path):
     code = ("from worldplay2.data import samples_dir, list_episodes, read_episode; d = samples_dir(); "
             "assert 'site-packages' in str(d), d; eps = list_episodes(d); [read_episode(e) for e in eps]; "
             "from worldplay2.train import pretrained; from worldplay2.vae import load_vae; "
-            "from worldplay2.train import load_world; load_world(pretrained('small-base')); "
-            "assert 'site-packages' in str(pretrained('small-vae')); load_vae(pretrained('small-vae')); print(len(eps))")
+            "from worldplay2.hub import load_pretrained; load_pretrained('small-teacher'); "
+            "assert 'site-packages' in str(pretrained('small-vae')); load_vae(pretrained('small-vae')); "
+            "from fastcore.test import test_fail; test_fail(lambda: pretrained('small-base'), contains='not in the wheel'); print(len(eps))")
     r = subprocess.run([py, '-c', code], capture_output=True, text=True, timeout=300, cwd=str(tmp_path))
     assert r.returncode == 0, r.stderr[-2000:]
     assert int(r.stdout.strip()) >= 7

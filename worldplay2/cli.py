@@ -5,8 +5,9 @@
 # %% auto #0
 __all__ = ['emit', 'cmd_preview', 'cmd_data_generate', 'cmd_data_samples', 'one_core', 'cmd_bench_world', 'dmd_config',
            'cmd_train', 'cmd_bench_vae', 'cmd_bench_train', 'cmd_bench_memory', 'cmd_eval_control', 'cmd_eval_revisit',
-           'cmd_eval_horizon', 'cmd_eval_pdd', 'cmd_models_list', 'cmd_models_card', 'cmd_models_push', 'load_player',
-           'cmd_bench_stream', 'cmd_play', 'cmd_bench_distill', 'cmd_demo', 'parser', 'main']
+           'cmd_eval_horizon', 'cmd_eval_pdd', 'cmd_eval_steering', 'cmd_models_list', 'cmd_models_card',
+           'cmd_models_push', 'load_player', 'cmd_bench_stream', 'cmd_play', 'cmd_bench_distill', 'cmd_demo', 'parser',
+           'main']
 
 # %% ../nbs/90_cli.ipynb #07f35a5d
 import argparse, json, os, sys, time
@@ -74,7 +75,7 @@ def cmd_bench_world(a):
 def dmd_config(a):
     "The `DMDConfig` of `train dmd`'s flags."
     from worldplay2.dmd import DMDConfig
-    return DMDConfig(latents=a.rollout_latents, clip=a.score_clip, rollout=a.rollout, context=a.context, critic_steps=a.critic_steps)
+    return DMDConfig(latents=a.rollout_latents, clip=a.score_clip, rollout=a.rollout, context=a.context, critic_steps=a.critic_steps, guidance=a.guidance)
 
 def cmd_train(a):
     "Train one stage, or the whole recipe (`train all`)."
@@ -138,26 +139,26 @@ def cmd_bench_memory(a):
     "Context tokens and time per chunk by horizon, and training-step cost, compressed vs full-context memory."
     from worldplay2.teacher_forcing import bench_memory, bench_memory_train
     res = bench_memory(a.preset, tuple(a.horizons), a.chunk, a.steps)
-    if not a.no_train: res['training'] = bench_memory_train(a.preset, tuple(a.train_horizons), a.limit_gb)
+    if not a.no_train: res['training'] = bench_memory_train(a.preset, tuple(a.train_horizons), a.limit_gb, a.train_timeout)
     return emit(a, res)
 
 # %% ../nbs/90_cli.ipynb #adadbe2b
 def cmd_eval_control(a):
-    "Control accuracy of a trained base model against the world's true renders (held-out episodes)."
+    "Control accuracy of a trained base model or memory teacher's DiT against the world's true renders (held-out episodes)."
     from worldplay2.train import pretrained, check_latents_match, check_latent_stats
     from worldplay2.vae import load_vae
     from worldplay2.hub import from_pretrained
     from worldplay2.control_eval import eval_control, model_generator
     from worldplay2.data import list_episodes, split_episodes, samples_dir
-    if (a.checkpoint is None) != (a.vae is None): raise ValueError("pass both --checkpoint DIR (model/ of `worldplay2 train base` or `train teacher`) and --vae DIR (its vae/), or neither for the shipped small base model")
-    net = from_pretrained(a.checkpoint or pretrained('small-base'))
+    if (a.checkpoint is None) != (a.vae is None): raise ValueError("pass both --checkpoint DIR (model/ of `worldplay2 train base` or `train teacher`) and --vae DIR (its vae/), or neither for the shipped small teacher's DiT")
+    net = from_pretrained(a.checkpoint or pretrained('small-teacher'))
     model = net.model if type(net).__name__ == 'MemoryWorld' else net               # a memory teacher's DiT, evaluated from the first frame alone
     if type(model).__name__ != 'WorldModel': raise ValueError(f"{a.checkpoint} holds a {type(net).__name__}: eval control takes a base model (`train base`) or a memory teacher (`train teacher`)")
     vae = load_vae(a.vae or pretrained('small-vae'))
     check_latents_match(vae.config, model.config.vae, 'the VAE', 'the model'); check_latent_stats(model, vae)
     eps = [p for p in list_episodes(a.data or samples_dir()) if (p/'frames.npz').exists()]
     held_out = (split_episodes(eps)[1] or eps) if a.data else eps          # the samples' worlds are never trained on
-    res = eval_control(model_generator(model, vae, a.steps, a.cfg), held_out, clip=a.clip, res=vae.config.res, max_clips=a.clips)
+    res = eval_control(model_generator(model, vae, a.steps, a.cfg, guide=a.guide), held_out, clip=a.clip, res=vae.config.res, max_clips=a.clips)
     return emit(a, res)
 
 def cmd_eval_revisit(a):
@@ -211,18 +212,35 @@ def cmd_eval_pdd(a):
     res = rollout_quality(variants, vae, held_out, a.chunk, a.latents, a.episodes)
     return emit(a, res)
 
+def cmd_eval_steering(a):
+    "Does the stream turn when told? Drift of the generated view beside the true render's, per world, for held right / left turns."
+    from worldplay2.realtime import Session, steering
+    from worldplay2.train import pretrained
+    mw, vae, sampler, what = load_player(a.checkpoint or pretrained('small-student'), a.vae)
+    res = steering(Session(mw, vae, sampler), chunks=a.chunks, scenes=range(a.worlds)) | dict(checkpoint=what)
+    return emit(a, res)
+
 def _eval_parser(sub):
     e = sub.add_parser('eval', help='evaluations (JSON with --json)').add_subparsers(dest='sub', required=True)
     c = e.add_parser('control', help='generated clips vs true renders, copy-first baseline, wrong actions, action accuracy')
-    c.add_argument('--checkpoint', default=None, help='a model/ folder written by `worldplay2 train base` or `train teacher` (default: the shipped small base model)')
+    c.add_argument('--checkpoint', default=None, help='a model/ folder written by `worldplay2 train base` or `train teacher` (default: the shipped small '
+                   'teacher\'s DiT, run from the first frame without memory)')
     c.add_argument('--vae', default=None, help='the vae/ folder it was trained with (default: the shipped small VAE)')
     c.add_argument('--data', default=None, help="episode folder (its validation split is used; true frames are re-rendered at the model's resolution); default: the shipped samples")
     c.add_argument('--clip', type=int, default=17)
     c.add_argument('--clips', type=int, default=16)
     c.add_argument('--steps', type=int, default=30)
-    c.add_argument('--cfg', type=float, default=1.0)
+    c.add_argument('--cfg', type=float, default=1.0, help='classifier-free guidance strength (1: none)')
+    c.add_argument('--guide', choices=('caption', 'actions'), default='caption', help="what --cfg guides away from: empty captions, or standing still")
     c.add_argument('--json', action='store_true')
     c.set_defaults(fn=cmd_eval_control)
+    sg = e.add_parser('steering', help="held right / left turns from world start views: the generated view's drift beside the true render's")
+    sg.add_argument('--checkpoint', default=None, help='a model with memory (train student / pdd / dmd); default: the shipped small student')
+    sg.add_argument('--vae', default=None, help='its VAE (default: the shipped small VAE)')
+    sg.add_argument('--worlds', type=int, default=8, help='world seeds 0 .. N-1')
+    sg.add_argument('--chunks', type=int, default=3, help='chunks each key is held')
+    sg.add_argument('--json', action='store_true')
+    sg.set_defaults(fn=cmd_eval_steering)
     r = e.add_parser('revisit', help='loop closure: generated vs generated at the same pose and vs true frames, compressed / full / no memory')
     r.add_argument('--checkpoint', required=True, help='a model/ folder with memory (`worldplay2 train teacher` or `student`)')
     r.add_argument('--vae', required=True, help='the vae/ folder it was trained with')
@@ -276,6 +294,7 @@ def _train_parser(sub):
     t.add_argument('--rollout', choices=('full', 'exit'), default='full', help="dmd: 'full' (Stable Forcing) or 'exit' (Self-Forcing: stop at the drawn step)")
     t.add_argument('--context', choices=('clip', 'full'), default='clip', help="dmd: clip-wise scores with compressed memory, or the whole rollout at once")
     t.add_argument('--critic-steps', type=int, default=1, help='dmd: critic updates per generator update')
+    t.add_argument('--guidance', type=float, default=1.0, help="dmd: action guidance of the teacher's score, away from standing still (1: none)")
     t.add_argument('--start-share', type=float, default=0.5, help="base: share of training windows that start at a stream's lone first frame")
     t.add_argument('--p-i2v', type=float, default=None, help="base: chance that a window's first latent is given clean (default: the model config's)")
     t.add_argument('--p-high-sigma', type=float, default=None, help="base: chance that a window's noise level is drawn from [0.9, 1] (default: the model config's)")
@@ -298,7 +317,7 @@ def cmd_models_list(a):
     res = models_list()
     if a.json: print(json.dumps(res, indent=1))
     else:
-        for r in res: print(f"{r['name']:18s} {r['model']:17s} {r['stage'] or '':10s} {r['preset'] or '':6s} {r['size_mb']:6.1f} MB  {r['dtype']}")
+        for r in res: print(f"{r['name']:18s} {r['model']:17s} {r['stage'] or '':10s} {r['preset'] or '':6s} {r['size_mb']:6.1f} MB  {r['dtype']}  {'wheel' if r['in_wheel'] else 'repository'}")
     return res
 
 def cmd_models_card(a):
@@ -373,6 +392,7 @@ def _bench_parser(sub):
     m.add_argument('--steps', type=int, default=4, help='denoising steps per chunk')
     m.add_argument('--train-horizons', type=int, nargs='+', default=[16, 32, 64, 128, 256, 512, 1024])
     m.add_argument('--limit-gb', type=float, default=20.0, help='address-space limit of each training-step process')
+    m.add_argument('--train-timeout', type=int, default=900, help='seconds allowed to each training-step process (two steps, the second timed)')
     m.add_argument('--no-train', action='store_true', help='skip the training-step part')
     m.add_argument('--json', action='store_true')
     m.set_defaults(fn=cmd_bench_memory)

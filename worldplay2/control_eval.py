@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from .world import AgentState, FPS
 from .data import read_episode, event_at, frames_to_tensor, tensor_to_frames
-from .controls import mirror_actions
+from .controls import mirror_actions, still_actions
 
 # %% ../nbs/05a_control_eval.ipynb #42a20040
 def psnr(a, b) -> float:
@@ -49,9 +49,12 @@ def eval_control(generate, episodes, clip: int = 17, res: int = None, max_clips:
     return dict(psnr_gt=m('gt'), psnr_copy_first=m('copy'), psnr_wrong_actions=m('wrong'), action_accuracy=round(m('right')/2, 3), clips=len(rows))
 
 # %% ../nbs/05a_control_eval.ipynb #62198bac
-def model_generator(model, vae, steps: int = 30, cfg: float = 1.0, seed: int = 0):
-    "A `generate(first_frame, actions, captions)` function from a trained `WorldModel` and `CausalVAE` (the many-step Euler sampler)."
+def model_generator(model, vae, steps: int = 30, cfg: float = 1.0, seed: int = 0, guide: str = 'caption'):
+    """A `generate(first_frame, actions, captions)` function from a trained `WorldModel` and `CausalVAE` (the many-step Euler sampler).
+    With `cfg` ≠ 1, classifier-free guidance of strength `cfg` against empty captions (`guide='caption'`) or against standing still
+    (`guide='actions'`: `still_actions`, the captions kept)."""
     from worldplay2.dit import EulerSampler
+    if guide not in ('caption', 'actions'): raise ValueError(f"unknown guide '{guide}'; known: caption, actions")
     sampler = EulerSampler(steps=steps, shift=model.config.dit.shift, cfg=cfg)
     @torch.no_grad()
     def generate(first, actions, caps):
@@ -62,9 +65,10 @@ def model_generator(model, vae, steps: int = 30, cfg: float = 1.0, seed: int = 0
         z = torch.cat([z0, torch.zeros((1, n - 1) + z0.shape[2:])], 1)
         known = torch.zeros(1, n, dtype=torch.bool); known[:, 0] = True
         a = torch.from_numpy(np.asarray(actions, np.float32))[None]
+        acts = {True: a, False: still_actions(a) if guide == 'actions' else a}
         c = lambda cond: ([caps['scene'] if cond else ''], [caps['character'] if cond else ''], [caps['event'] if cond else ''])
-        ctx = {True: model.text(*c(True)), False: model.text(*c(False))}
-        out = sampler(lambda zz, s, cond: model(zz, s, a, ctx=ctx[cond]), z, known, torch.Generator().manual_seed(seed))
+        ctx = {True: model.text(*c(True)), False: model.text(*c(guide == 'actions'))}
+        out = sampler(lambda zz, s, cond: model(zz, s, acts[cond], ctx=ctx[cond]), z, known, torch.Generator().manual_seed(seed))
         frames = vae.decode(vae.denormalize(out))[0][0]                          # (T, 3, H, W)
         return tensor_to_frames(frames)
     return generate

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field, asdict
 import torch, torch.nn as nn, torch.nn.functional as F
 from einops import rearrange, repeat
-from .controls import ControlConfig, ActionEncoder, ActionInjection, TextEncoder
+from .controls import ControlConfig, ActionEncoder, ActionInjection, TextEncoder, guide
 from .vae import VAEConfig, vae_config
 
 # %% ../nbs/04_dit.ipynb #487dfdb4
@@ -291,9 +291,7 @@ class EulerSampler:
         for a, b in zip(s[:-1], s[1:]):
             sig = torch.where(known, 0.0, a.item()).to(x)
             v = velocity(z, sig, True)
-            if self.cfg != 1.0:
-                vu = velocity(z, sig, False)
-                v = vu + self.cfg*(v - vu)
+            if self.cfg != 1.0: v = guide(v, velocity(z, sig, False), self.cfg)
             z = torch.where(kk, z, z + (b - a)*v)
         return z
 

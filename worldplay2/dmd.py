@@ -14,6 +14,7 @@ import numpy as np
 import torch, torch.nn.functional as F
 import lightning as L
 from .dit import FlowMatching
+from .controls import still_actions, guide
 from .teacher_forcing import (MemoryWorld, WorldStream, ForcingConfig, teacher_loss, forcing_loaders,
                                         load_memory_world, run_probe, _model_kind)
 from .pdd import PDDWorld, PDDConfig, save_pdd_world, load_pdd_world
@@ -41,6 +42,7 @@ class DMDConfig:
     critic_steps: int = 1       # fake-score updates per generator update
     sigma_min: float = 0.02     # the scores' noise level is drawn uniformly from [sigma_min, sigma_max]
     sigma_max: float = 0.98
+    guidance: float = 1.0       # action guidance of the real score, v(still) + w·(v(a) − v(still)); 1: the teacher as it is
 
     def __post_init__(self):
         if self.rollout not in ('full', 'exit'): raise ValueError(f"unknown rollout '{self.rollout}'; known: full, exit")
@@ -87,8 +89,12 @@ def clip_scores(real: MemoryWorld, fake: MemoryWorld, ro: Rollout, captions, dc:
         s = dc.sigma_min + (dc.sigma_max - dc.sigma_min)*torch.rand(1, 1, generator=generator).to(x0)
         x_s = (1 - s[..., None, None, None])*x0 + s[..., None, None, None]*torch.randn(x0.shape, generator=generator).to(x0)
         acts, caps = ro.actions[:, 1 + 4*(t - 1):1 + 4*(t - 1 + Lc)], _clip_captions(captions, t, chunk)
-        v = [m(x_s, s.expand(1, Lc), acts, caps, m.memory(ro.z[:, :t], ro.z_lr, ro.actions[:, :1 + 4*(t - 1)]), t0=t) for m in (real, fake)]
-        g[:, t - 1:t - 1 + Lc] = dmd_direction(x0, x_s, s[..., None, None, None], *v)
+        hist = (ro.z[:, :t], ro.z_lr, ro.actions[:, :1 + 4*(t - 1)])
+        score = lambda m, mem, a: m(x_s, s.expand(1, Lc), a, caps, mem, t0=t)
+        mem = real.memory(*hist)
+        v_real = score(real, mem, acts)
+        if dc.guidance != 1.0: v_real = guide(v_real, score(real, mem, still_actions(acts)), dc.guidance)
+        g[:, t - 1:t - 1 + Lc] = dmd_direction(x0, x_s, s[..., None, None, None], v_real, score(fake, fake.memory(*hist), acts))
     return g
 
 # %% ../nbs/09_stable_forcing.ipynb #d267e440

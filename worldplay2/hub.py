@@ -12,7 +12,7 @@ import json, os, shutil, tempfile, time
 from pathlib import Path
 import numpy as np
 import torch
-from .train import PRETRAINED_DIR, pretrained
+from .train import PRETRAINED_DIR, WHEEL_MODELS, pretrained
 
 # %% ../nbs/12_hub.ipynb #d1943f56
 def _loaders():
@@ -244,13 +244,13 @@ def push_to_hub(src, repo_id: str, private: bool = False, token=None, api=None, 
 
 # %% ../nbs/12_hub.ipynb #9d94a3f8
 def models_list() -> list:
-    "The shipped networks: name, model class, stage, preset, size in MB, weight dtype, steps, training wall time, and measured results."
+    "The shipped networks: name, model class, stage, preset, size in MB, weight dtype, in the wheel or not, steps, training wall time, and measured results."
     out = []
     for name in shipped_names():
         d = pretrained(name)
         m = json.loads((d/'metrics.json').read_text()) if (d/'metrics.json').exists() else {}
         out.append(dict(name=name, model=checkpoint_kind(d), stage=m.get('stage'), preset=m.get('preset'), size_mb=_size_mb(d),
-                        dtype=_weights(d)[1], steps=m.get('steps'), wall_s=m.get('wall_s'), metrics=results(m), path=str(d)))
+                        dtype=_weights(d)[1], in_wheel=name in WHEEL_MODELS, steps=m.get('steps'), wall_s=m.get('wall_s'), metrics=results(m), path=str(d)))
     return out
 
 # %% ../nbs/12_hub.ipynb #36f3174d

@@ -16,6 +16,7 @@ from .world import World, FPS, TURN_RATE, check_action, CHARACTERS
 from .dit import EulerSampler
 from .data import frames_to_tensor, tensor_to_frames
 from .control_eval import true_render
+from .controls import still_actions
 from .teacher_forcing import MemoryWorld, WorldStream
 
 # %% ../nbs/10_realtime.ipynb #4affa012
@@ -183,7 +184,7 @@ def play(session: Session, actions, events=(), scene=3, character: str = None, p
     first = session.reset(scene, character, perspective=perspective)
     n = 4*session.C
     k = -(-len(actions)//n)
-    still = np.asarray(actions[-1], np.float64)*[0, 0, 0, 0, 1, 0]                     # stand still, in the last frame's perspective
+    still = still_actions(np.asarray(actions[-1], np.float64))                           # stand still, in the last frame's perspective
     acts = np.concatenate([np.asarray(actions, np.float64), np.repeat(still[None], k*n - len(actions), 0)])
     todo, out = sorted(events), [first[None]]
     for i in range(k):
@@ -317,12 +318,16 @@ def bench_stream(mw: MemoryWorld, vae, sampler, at=(1, 10, 100, 1000), chunk: in
     return out
 
 # %% ../nbs/10_realtime.ipynb #9d653876
-def steering(session: Session, keys=('right', 'left'), chunks: int = 3, scene=3) -> dict:
-    "Per key held for `chunks` chunks from world `scene`'s start: the generated view's drift (pixels) and the true render's."
-    out = {}
-    for key in keys:
-        first = session.reset(scene)
-        gen = np.concatenate([first[None]] + [session.step(key) for _ in range(chunks)])
-        true = true_frames(session.world, parse_script(f"{key}*{4*session.C*chunks}"), session.res)
-        out[key] = dict(generated=drift(gen), true=drift(true))
-    return out
+def steering(session: Session, keys=('right', 'left'), chunks: int = 3, scenes=range(8)) -> dict:
+    """Per world seed in `scenes` and key held for `chunks` chunks from the world's start: the generated view's drift (pixels) and
+    the true render's; summed up as `sign_accuracy` and `drift_ratio`."""
+    worlds = {}
+    for sc in scenes:
+        for key in keys:
+            first = session.reset(sc)
+            gen = np.concatenate([first[None]] + [session.step(key) for _ in range(chunks)])
+            true = true_frames(session.world, parse_script(f"{key}*{4*session.C*chunks}"), session.res)
+            worlds.setdefault(str(sc), {})[key] = dict(generated=drift(gen), true=drift(true))
+    g, t = (np.array([[r[k][w] for k in keys] for r in worlds.values()], float).ravel() for w in ('generated', 'true'))
+    return dict(worlds=worlds, turns=len(g), sign_accuracy=round(float((np.sign(g) == np.sign(t)).mean()), 3),
+                drift_ratio=round(float((g*np.sign(t)).sum()/np.abs(t).sum()), 3))
