@@ -100,9 +100,8 @@ class Session:
     @property
     def res(self): return self.vae.config.res
 
-    def reset(self, scene=0, character: str = None, first_frame=None, perspective: int = 1, event: str = 'No event.'):
-        """Start a stream. `scene`: a world seed (its caption and start view; `character` one of its characters), or a scene caption with
-        `first_frame` uint8 (H, W, 3) at the model's resolution. Returns the first frame."""
+    def _start(self, scene, character, first_frame, perspective, event, need_world: bool = False) -> np.ndarray:
+        "Check a stream's start and set its world, captions and perspective; returns the first frame (`need_world`: a seed only)."
         if perspective not in (0, 1): raise ValueError(f"perspective must be 0 (third person) or 1 (first person), got {perspective}")
         w = world_of(scene, character)
         if w is not None:
@@ -110,6 +109,7 @@ class Session:
             cap, self.char_text = w.scene.caption, w.character.words
             frame = w.render(w.start_state(perspective).pose[None], [0.0], self.res)[0][0] if first_frame is None else first_frame
         else:
+            if need_world: raise ValueError(f"the true world needs a world seed (e.g. 3), not the caption {scene!r}")
             if first_frame is None: raise ValueError("a scene given as a caption needs a first_frame; or give a world seed (e.g. 3) to start from its view")
             self.world, cap, self.char_text = None, check_text(scene, 'scene'), check_text(character or '', 'character', empty_ok=True)
             frame = first_frame
@@ -117,6 +117,12 @@ class Session:
         if frame.shape != (self.res, self.res, 3) or frame.dtype != np.uint8: raise ValueError(f"first_frame must be uint8 ({self.res}, {self.res}, 3), got {frame.dtype} {frame.shape}")
         char = self.char_text if perspective == 0 else ''                     # the character caption is there in third person only
         self.captions, self.pending, self.perspective = [cap, char, check_text(event, 'event')], {}, perspective
+        return frame
+
+    def reset(self, scene=0, character: str = None, first_frame=None, perspective: int = 1, event: str = 'No event.'):
+        """Start a stream. `scene`: a world seed (its caption and start view; `character` one of its characters), or a scene caption with
+        `first_frame` uint8 (H, W, 3) at the model's resolution. Returns the first frame."""
+        frame = self._start(scene, character, first_frame, perspective, event)
         t0 = time.perf_counter()                                               # encoding the first frame, the captions and the sink
         self.stream = WorldStream(self.mw, self.vae, self.C, sampler=self.sampler, cache=self.cache, keep_video=False, bounded=True).reset(frames_to_tensor(frame)[None, None], tuple(self.captions), perspective)
         self.log, self.t, self.reset_ms = [], 0, 1000*(time.perf_counter() - t0)
@@ -208,24 +214,20 @@ class WorldSession(Session):
     reference to play beside a model, and what a player's wiring (keys -> actions -> frames) is tested with. Typed events and caption
     edits are checked and kept in `captions` but change nothing: the true world has no events."""
     def __init__(self, res: int = 128, chunk: int = 2):
-        self._res, self.C, self.log, self.stream = res, chunk, [], None
+        self._res, self.C, self.log, self.world = res, chunk, [], None
 
     @property
     def res(self): return self._res
 
     def reset(self, scene=0, character: str = None, first_frame=None, perspective: int = 1, event: str = 'No event.'):
-        "Start from world seed `scene`'s start view (a caption alone has no world to render). Returns the first frame."
-        if perspective not in (0, 1): raise ValueError(f"perspective must be 0 (third person) or 1 (first person), got {perspective}")
-        w = world_of(scene, character)
-        if w is None: raise ValueError(f"the true world needs a world seed (e.g. 3), not the caption {scene!r}")
-        self.world, self.char_text, self.state, self.t = w, w.character.words, w.start_state(perspective), 0
-        self.captions, self.pending, self.perspective = [w.scene.caption, self.char_text if perspective == 0 else '', check_text(event, 'event')], {}, perspective
-        self.log, self.stream = [], True
-        return w.render(self.state.pose[None], [0.0], self._res)[0][0]
+        "Start from world seed `scene`'s start view (a caption alone has no world to render; `first_frame` is not used). Returns the first frame."
+        frame = self._start(scene, character, None, perspective, event, need_world=True)
+        self.state, self.t, self.log = self.world.start_state(perspective), 0, []
+        return frame
 
     def frames(self, action=None, event: str = None):
         "One chunk of true frames, one by one: uint8 (H, W, 3) each. Bad input raises before anything changes."
-        if self.stream is None: raise RuntimeError("call reset() first")
+        if self.world is None: raise RuntimeError("call reset() first")
         acts = self.actions(action)[0].numpy().astype(np.float64)
         if event is not None: self.captions[2] = check_text(event, 'event')
         self.perspective, t0, first, n0 = int(acts[-1, 4]), time.perf_counter(), None, 1 + 4*self.C*self.t

@@ -5,8 +5,8 @@
 # %% auto #0
 __all__ = ['VAE_TRAIN', 'BASE_TRAIN', 'PRETRAINED_DIR', 'WHEEL_MODELS', 'REPO_MODELS', 'check_latents_match', 'check_data',
            'quiet_lightning', 'make_trainer', 'train_vae', 'vae_fingerprint', 'encode_latents', 'LatentDataset',
-           'warmup_cosine', 'LitWorld', 'save_world', 'check_latent_stats', 'load_world', 'train_base', 'pretrained',
-           'bench_train_step']
+           'warmup_cosine', 'LitWorld', 'save_world', 'check_latent_stats', 'load_world', 'train_base', 'shipped_names',
+           'pretrained', 'bench_train_step']
 
 # %% ../nbs/05_training.ipynb #f418d020
 import itertools, json, math, os, tempfile, time
@@ -293,9 +293,13 @@ PRETRAINED_DIR = Path(worldplay2.__file__).parent/'pretrained'
 WHEEL_MODELS = ('small-vae', 'small-teacher', 'small-student')   # inside the wheel
 REPO_MODELS = ('small-base', 'small-compressor')                  # the repository's only: pyproject.toml keeps them out of the wheel
 
+def shipped_names() -> list:
+    "The shipped networks present in this installation."
+    return sorted(p.name for p in PRETRAINED_DIR.iterdir() if (p/'config.json').exists()) if PRETRAINED_DIR.exists() else []
+
 def pretrained(name: str) -> Path:
     "The folder of the shipped network `name` (e.g. 'small-vae')."
-    have = sorted(p.name for p in PRETRAINED_DIR.iterdir() if (p/'config.json').exists()) if PRETRAINED_DIR.exists() else []
+    have = shipped_names()
     if name in have: return PRETRAINED_DIR/name
     get = ("it ships in the repository, not in the wheel: use a clone (`pip install -e .`), or train one" if name in REPO_MODELS
            else "train one") + " with `worldplay2 train ...`"
