@@ -417,11 +417,17 @@ def _bench_parser(sub):
     st.add_argument('--naive-chunks', type=int, default=8)
     st.add_argument('--naive-steps', type=int, default=30)
     st.add_argument('--threads', type=int, nargs='*', default=None, help='thread counts to try (default: torch\'s)')
+    st.add_argument('--variants', nargs='+', default=['fp32', 'int8', 'fused-int8', 'compiled-fp32'],
+                    help='speed variants to time, each with the static room (fp32, int8, fused-int8, compiled-fp32)')
+    st.add_argument('--no-growing', action='store_true', help='skip the run of the fastest variant with a room that grows as the memory fills')
     st.add_argument('--json', action='store_true')
     st.set_defaults(fn=cmd_bench_stream)
 
-def load_player(checkpoint, vae=None):
-    "(MemoryWorld, VAE, sampler, what) for play: a `train pdd`/`dmd` folder (its K steps) or a `train student` one (8 Euler steps)."
+def load_player(checkpoint, vae=None, speed: str = 'fp32'):
+    """(MemoryWorld, VAE, sampler, what) for play: a `train pdd`/`dmd` folder (its K steps) or a `train student` one (8 Euler steps);
+    `speed`, one of `realtime.SPEED_VARIANTS` (e.g. 'int8', what `bench stream` measured fastest), turns the network into that variant."""
+    from worldplay2.realtime import SPEED_VARIANTS
+    if speed not in SPEED_VARIANTS: raise ValueError(f"unknown speed variant '{speed}'; known: {', '.join(SPEED_VARIANTS)}")
     from worldplay2.hub import from_pretrained
     from worldplay2.vae import load_vae
     from worldplay2.train import pretrained, check_latent_stats
@@ -433,7 +439,7 @@ def load_player(checkpoint, vae=None):
     else: raise ValueError(f"{checkpoint} is not a model with memory (`train student`, `train pdd` or `train dmd`)")
     v = load_vae(vae or pretrained('small-vae'))
     check_latent_stats(mw.model, v)
-    return mw, v, sampler, f'{kind} {checkpoint}'
+    return SPEED_VARIANTS[speed](mw), v, sampler, f'{kind} {checkpoint}' + ('' if speed == 'fp32' else f' ({speed})')
 
 def cmd_bench_stream(a):
     "Streaming frames/s, first-frame latency and chunk latency over a long run, beside the naive path."
@@ -452,7 +458,8 @@ def cmd_bench_stream(a):
         mw, sampler = MemoryWorld(WorldModel(c), HistoryCompressor(MemoryConfig(), c.dit)), EulerSampler(a.steps, c.dit.shift)
         vae = load_vae(a.vae) if a.vae else (load_vae(pretrained('small-vae')) if a.preset == 'small' else CausalVAE(vae_config(a.preset)))
         what = f'random {a.preset} weights (timing only), {a.steps} Euler steps per chunk'
-    res = bench_stream(mw, vae, sampler, tuple(a.at), a.chunk, a.max_cmp, a.naive_chunks, a.naive_steps, tuple(a.threads) if a.threads else (None,), a.rounds)
+    res = bench_stream(mw, vae, sampler, tuple(a.at), a.chunk, a.max_cmp, a.naive_chunks, a.naive_steps, variants=tuple(a.variants),
+                       growing=not a.no_growing, threads=tuple(a.threads) if a.threads else (None,), rounds=a.rounds)
     res['model'] = what
     return emit(a, res)
 
@@ -461,7 +468,7 @@ def cmd_play(a):
     from worldplay2.realtime import Session, parse_script, parse_event, play
     from worldplay2.train import pretrained
     from worldplay2.data import write_mp4
-    mw, vae, sampler, what = load_player(a.checkpoint or pretrained('small-student'), a.vae)
+    mw, vae, sampler, what = load_player(a.checkpoint or pretrained('small-student'), a.vae, a.speed)
     acts, events = parse_script(a.actions, a.perspective), [parse_event(e) for e in a.event]
     sess = Session(mw, vae, sampler, seed=a.seed)
     t0 = time.time()
@@ -482,7 +489,7 @@ def cmd_demo(a):
     "The scripted demo: loop, turns, jump, perspective switch, two events; video, strip against the true render, HTML report."
     from worldplay2.realtime import Session, demo
     from worldplay2.train import pretrained
-    mw, vae, sampler, what = load_player(a.checkpoint or pretrained('small-student'), a.vae)
+    mw, vae, sampler, what = load_player(a.checkpoint or pretrained('small-student'), a.vae, a.speed)
     res = demo(Session(mw, vae, sampler, seed=a.seed), a.out, what=what)
     return emit(a, res)
 
@@ -491,6 +498,7 @@ def _demo_parser(sub):
     p.add_argument('--checkpoint', default=None, help='a model with memory (train student / pdd / dmd); default: the shipped small student')
     p.add_argument('--vae', default=None, help='its vae/ folder (default: the shipped small VAE)')
     p.add_argument('--seed', type=int, default=0)
+    p.add_argument('--speed', choices=('fp32', 'int8', 'fused-int8', 'compiled-fp32'), default='int8', help='the network variant (bench stream times each)')
     p.add_argument('--out', default='demo')
     p.set_defaults(fn=cmd_demo)
 
@@ -504,6 +512,7 @@ def _play_parser(sub):
     p.add_argument('--checkpoint', default=None, help='a model with memory (train student / pdd / dmd); default: the shipped small student')
     p.add_argument('--vae', default=None, help='its vae/ folder (default: the shipped small VAE)')
     p.add_argument('--seed', type=int, default=0)
+    p.add_argument('--speed', choices=('fp32', 'int8', 'fused-int8', 'compiled-fp32'), default='int8', help='the network variant (bench stream times each)')
     p.add_argument('--out', default='play.mp4')
     p.set_defaults(fn=cmd_play)
 

@@ -125,6 +125,10 @@ class Attention(nn.Module):
         this sequence's own (k, v) — how a KV cache is filled and read."""
         q = rearrange(self.q(x), 'b n (h d) -> b h n d', h=self.heads)
         k, v = kv if isinstance(kv, tuple) else self.keys(x if kv is None else kv)              # a tuple: cached (k, v)
+        return self.attend(q, k, v, ang, mask, past, keep)
+
+    def attend(self, q, k, v, ang=None, mask=None, past=None, keep=None):
+        "Attention of queries q over keys k and values v (B, H, ·, Dh), after RoPE and the earlier tokens `past`; `forward`'s arguments."
         if ang is not None: q, k = apply_rope(q, ang), apply_rope(k, ang)
         if keep is not None: keep.append((k, v))
         if isinstance(past, Room): k, v = past.fill(k, v)                      # earlier tokens in a buffer with room for these

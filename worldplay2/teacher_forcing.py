@@ -4,10 +4,10 @@
 
 # %% auto #0
 __all__ = ['FORCING_TRAIN', 'ForcingConfig', 'MemoryWorld', 'memory_self_mask', 'forcing_mask', 'chunk_layouts', 'teacher_loss',
-           'forcing_inputs', 'student_loss', 'KVCache', 'Grow', 'WorldStream', 'ForcingWindows', 'clip_start',
-           'LitForcing', 'memory_world_config', 'memory_world_from_config', 'save_memory_world', 'load_memory_world',
-           'forcing_loaders', 'fit_stage', 'train_forcing', 'memory_tokens', 'bench_memory', 'run_probe',
-           'bench_memory_train']
+           'forcing_inputs', 'student_loss', 'room_mask', 'KVCache', 'Grow', 'WorldStream', 'ForcingWindows',
+           'clip_start', 'LitForcing', 'memory_world_config', 'memory_world_from_config', 'save_memory_world',
+           'load_memory_world', 'forcing_loaders', 'fit_stage', 'train_forcing', 'memory_tokens', 'bench_memory',
+           'run_probe', 'bench_memory_train']
 
 # %% ../nbs/07_teacher_forcing.ipynb #202f817f
 import json, math, time
@@ -105,18 +105,29 @@ def _cat_kv(parts):
     "Concatenate per-block (k, v) lists along the token axis."
     return [tuple(torch.cat(x, 2) for x in zip(*blk)) for blk in zip(*parts)]
 
-def _kv_room(parts, n: int):
-    "Per block, a `Room`: the (k, v) of `parts` along the token axis, then space for the n tokens of the chunk being generated."
+def _kv_room(parts, n: int, size: int = None):
+    """Per block, a `Room`: the (k, v) of `parts` along the token axis, then space for the n tokens of the chunk being generated. With
+    `size`, the memory part has `size` slots however many tokens `parts` holds, the rest zero (for a mask to leave out; see `room_mask`)."""
     rooms = []
     for blk in zip(*parts):
         B, H, _, Dh = blk[0][0].shape
         P = sum(k.shape[2] for k, _ in blk)
-        room, o = Room(blk[0][0].new_empty(B, H, P + n, Dh), blk[0][1].new_empty(B, H, P + n, Dh)), 0
+        if size is not None and P > size: raise ValueError(f"{P} memory tokens do not fit a room of {size}")
+        m = P if size is None else size
+        new = (lambda t: t.new_zeros(B, H, m + n, Dh)) if m > P else (lambda t: t.new_empty(B, H, m + n, Dh))
+        room, o = Room(new(blk[0][0]), new(blk[0][1])), 0
         for k, v in blk:
             room.k[:, :, o:o + k.shape[2]], room.v[:, :, o:o + k.shape[2]] = k, v
             o += k.shape[2]
         rooms.append(room)
     return rooms
+
+def room_mask(P: int, size: int, n: int, device=None):
+    "Self-attention mask (1, 1, 1, size + n) of a room with `size` memory slots of which the first P are filled; None when all are."
+    if P == size: return None
+    m = torch.ones(1, 1, 1, size + n, dtype=torch.bool, device=device)
+    m[..., P:size] = False
+    return m
 
 @dataclass
 class KVCache:
@@ -212,12 +223,19 @@ class Grow:
 class WorldStream:
     "Chunk-wise autoregressive generation with the compressed memory: `reset(first_frame, captions)`, then `step(actions)` per chunk."
     def __init__(self, mw: MemoryWorld, vae, chunk: int = 2, steps: int = 8, shift: float = None, cache: bool = True, teacher: bool = False,
-                 sampler=None, keep_video: bool = True, bounded: bool = False):
+                 sampler=None, keep_video: bool = True, bounded: bool = False, static: bool = False):
         self.mw, self.vae, self.C, self.use_cache, self.teacher = mw.eval(), vae.eval(), chunk, cache and not teacher, teacher
         self.keep_video = keep_video                                            # off for endless play: `video()` then holds the first frame only
         self.bounded = bounded and self.use_cache                               # endless play: forget latents no memory can read any more
         self.sampler = sampler or EulerSampler(steps, mw.config.dit.shift if shift is None else shift)   # or a few-step one (notebook 08)
-        if chunk % mw.compressor.mc.l: raise ValueError(f"a chunk of {chunk} latents does not hold whole compressed steps of l = {mw.compressor.mc.l}")
+        mc, dc = mw.compressor.mc, mw.config.dit
+        if chunk % mc.l: raise ValueError(f"a chunk of {chunk} latents does not hold whole compressed steps of l = {mc.l}")
+        if static and (mc.max_cmp is None or mc.mode != 'compressed' or not self.use_cache):
+            raise ValueError("a static room needs the KV cache and a capped compressed memory (max_cmp set)")
+        # static: the chunk attends over a room the size of the capped memory from the first chunk on, its empty slots masked out,
+        # so every chunk has the same shapes and the same attention cost whether the memory has filled up yet or not
+        side = dc.latent_res//dc.patch
+        self.room = memory_tokens(mc, 1 + chunk*10**6, side**2, (side//mc.s)**2) if static else None   # a stream is at latent 1 + chunk·k
 
     @torch.no_grad()
     def reset(self, frame, captions, perspective: int = 1):
@@ -297,9 +315,10 @@ class WorldStream:
         x = self.hist['z'].new_zeros((1, C) + self.hist['z'].shape[2:])
         if self.use_cache:
             ctx = self._remember()                                               # a no-op unless the captions changed
-            parts = self.cache.parts()
-            past = _kv_room(parts, C*(x.shape[-2]//dit.c.patch)*(x.shape[-1]//dit.c.patch))   # each step writes only the chunk's K/V
-            vel = lambda x_, s_, cond, **kw: mw.model(x_, s_, actions, ctx=ctx, t0=t, past=past, **kw)
+            parts, n = self.cache.parts(), C*(x.shape[-2]//dit.c.patch)*(x.shape[-1]//dit.c.patch)
+            past = _kv_room(parts, n, self.room)                                 # each step writes only the chunk's K/V
+            mask = None if self.room is None else room_mask(self.cache.tokens, self.room, n, x.device)
+            vel = lambda x_, s_, cond, **kw: mw.model(x_, s_, actions, ctx=ctx, t0=t, past=past, mask=mask, **kw)
             kept = lambda x_, s_, cond, **kw: mw.model(x_, s_, actions, ctx=ctx, t0=t, past=_cat_kv(parts), **kw)   # holds frames, not a copy
         else:                                                                    # the reference: the whole memory, every step
             mem = mw.memory(self.z, self.z_lr, self.acts)
