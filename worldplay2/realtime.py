@@ -332,9 +332,9 @@ def compiled_world(mw: MemoryWorld) -> MemoryWorld:
     for blk in m.model.dit.blocks: blk.compile(dynamic=False)
     return m
 
-def _window_ms(log, k: int, n: int = 5):
-    "The median milliseconds of chunks k … k+n−1 (1-based) of a session log."
-    return round(float(np.median([r['ms'] for r in log[k - 1:k - 1 + n]])), 1)
+def _window_ms(log, k: int, n: int = 5, field: str = 'ms'):
+    "The median `field` milliseconds of chunks k … k+n−1 (1-based) of a session log."
+    return round(float(np.median([r[field] for r in log[k - 1:k - 1 + n]])), 1)
 
 @torch.no_grad()
 def run_stream(session: Session, chunks: int, scene=3, fork_at=()) -> dict:
@@ -384,22 +384,23 @@ def bench_stream(mw: MemoryWorld, vae, sampler, at=(1, 10, 100, 1000), chunk: in
     if unknown: raise ValueError(f"unknown speed variants {sorted(unknown)}; known: {', '.join(SPEED_VARIANTS)}")
     n = max(at) + 4
     def one(m, static: bool):
+        "The run's figures, and its fork about to play chunk max(at) + 1."
         run_stream(Session(m, vae, sampler, chunk, max_cmp, static=static), 3)                  # warm-up, untimed
         r = run_stream(Session(m, vae, sampler, chunk, max_cmp, static=static), n, fork_at=at)
-        steady[static] = r['forks'][max(at)]
+        steady = r['forks'][max(at)]
         return dict(fps=r['fps'], first_frame_ms=r['first_frame_ms'], reset_ms=r['reset_ms'],
                     memory_tokens_at={str(k): f.stream.cache.tokens for k, f in r['forks'].items()},
                     **dict(zip(('chunk_ms', 'latency_ms'), chunk_ms_side_by_side(r.pop('forks'), rounds, field=('ms', 'last_ms')).values())),
                     chunk_ms_in_run={str(k): _window_ms(r['log'], k) for k in at},
-                    last_frame_ms_in_run={str(k): round(float(np.median([x['last_ms'] for x in r['log'][k - 1:k + 4]])), 1) for k in at},
-                    memory_tokens=r['log'][-1]['memory_tokens'])
-    runs, made, of, steady, last = {}, {}, {}, {}, {}
+                    last_frame_ms_in_run={str(k): _window_ms(r['log'], k, field='last_ms') for k in at},
+                    memory_tokens=r['log'][-1]['memory_tokens']), steady
+    runs, made, of, last = {}, {}, {}, {}
     for th in threads:
         if th: torch.set_num_threads(th)
         for name in variants:
             made[name] = made.get(name) or SPEED_VARIANTS[name](mw)
             key = name + (f'-{th}t' if th else '')
-            runs[key], of[key], last[key] = one(made[name], True), (name, th), steady[True]
+            (runs[key], last[key]), of[key] = one(made[name], True), (name, th)
     side = {}
     for th in threads:                                                          # each variant's chunk max(at) + 1, side by side (per thread count)
         if th: torch.set_num_threads(th)
@@ -410,7 +411,7 @@ def bench_stream(mw: MemoryWorld, vae, sampler, at=(1, 10, 100, 1000), chunk: in
     if growing:                                                                  # the fastest again, its room growing with the memory
         name, th = of[best]
         if th: torch.set_num_threads(th)
-        grow = one(made[name], False)
+        grow = one(made[name], False)[0]
         grow['chunk_ratio_last_first'], grow['latency_ratio_last_first'] = ratio(grow), ratio(grow, 'latency_ms')
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024
     r_naive = run_stream(Session(with_memory(mw, mode='full'), vae, EulerSampler(naive_steps, mw.config.dit.shift), chunk, max_cmp=None, cache=False), naive_chunks)
