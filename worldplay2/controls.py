@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['FIELDS', 'ControlConfig', 'latent_groups', 'ActionEncoder', 'mirror_actions', 'still_actions', 'guide',
-           'ActionInjection', 'words', 'hash_tokens', 'flat_caption', 'TextEncoder', 'CaptionCache']
+           'ActionInjection', 'camera_offsets', 'words', 'hash_tokens', 'flat_caption', 'TextEncoder', 'CaptionCache']
 
 # %% ../nbs/03_controls.ipynb #9a78bdf5
 import math, re, zlib
@@ -12,7 +12,7 @@ import numpy as np
 from dataclasses import dataclass, asdict
 import torch, torch.nn as nn, torch.nn.functional as F
 from einops import rearrange, repeat
-from .world import TURN_RATE
+from .world import TURN_RATE, FOV
 
 # %% ../nbs/03_controls.ipynb #4f20b037
 @dataclass
@@ -86,6 +86,19 @@ class ActionInjection(nn.Module):
         "h (B, N, D); e (B, n, d_action); slot: S (tokens frame by frame, S per frame) or each token's frame index (N,)."
         e = repeat(e, 'b n d -> b (n s) d', s=slot) if isinstance(slot, int) else e[:, slot]
         return h + self.F(torch.cat([self.norm(h), e], -1))
+
+# %% ../nbs/03_controls.ipynb #e6b03b67
+def camera_offsets(actions, t_factor: int, side: int, fov: float = FOV):
+    """Per latent (B, n, 2) `(dy, dx)` shifts, in tokens of a `side`×`side` grid spanning `fov` degrees, of the view after the
+    rotation accumulated since the clip's first latent: actions (B, T, 6) with T = 1 + 4k (a stream's start) or 4k (later)."""
+    if actions.shape[1] % t_factor not in (0, 1): raise ValueError(f"{actions.shape[1]} frames do not make whole latents: need 1 + {t_factor}k or {t_factor}k")
+    per_deg = (side/2)/math.tan(math.radians(fov)/2)*math.pi/180             # tokens per degree at the centre of the view
+    turned = actions[..., :2].float().cumsum(1)                                 # (B, T, 2): pitch, yaw after each frame
+    k = actions.shape[1] % t_factor
+    rest = rearrange(turned[:, k:], 'b (n f) c -> b n f c', f=t_factor).mean(2)
+    lat = torch.cat([turned[:, :1], rest], 1) if k else rest
+    lat = lat - lat[:, :1]
+    return torch.stack([-lat[..., 0], lat[..., 1]], -1)*per_deg              # looking up moves the view down the image
 
 # %% ../nbs/03_controls.ipynb #00202f1b
 FIELDS = ('scene', 'character', 'event')

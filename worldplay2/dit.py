@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field, asdict
 import torch, torch.nn as nn, torch.nn.functional as F
 from einops import rearrange, repeat
-from .controls import ControlConfig, ActionEncoder, ActionInjection, TextEncoder, guide
+from .controls import ControlConfig, ActionEncoder, ActionInjection, TextEncoder, guide, camera_offsets
 from .vae import VAEConfig, vae_config
 
 # %% ../nbs/04_dit.ipynb #487dfdb4
@@ -34,6 +34,7 @@ class DiTConfig:
     high_sigma: float = 0.9
     pred: str = 'v'               # what the head predicts: 'v' directly, or 'x0', turned into v = (x_σ − x0)/max(σ, sigma_floor)
     sigma_floor: float = 0.05
+    camera_rope: bool = False     # move each latent's (y, x) rotary positions by the camera turn since the clip's first (notebook 03)
 
     @property
     def tokens_per_frame(self): return (self.latent_res//self.patch)**2
@@ -203,22 +204,30 @@ class WorldDiT(nn.Module):
         p = self.c.patch
         return self.patchify(rearrange(z, 'b n c (y p) (x q) -> b (n y x) (c p q)', p=p, q=p))
 
-    def forward(self, x, sigma, e, ctx, ctx_mask=None, mask=None, t0=0.0, memory: MemoryTokens = None, past=None, keep=None, head=None):
+    def forward(self, x, sigma, e, ctx, ctx_mask=None, mask=None, t0=0.0, memory: MemoryTokens = None, past=None, keep=None, head=None,
+                offset=None):
         """x (B, n, C, h, w); sigma (B, n); e (B, n, d_action); ctx (B, Lt, d_text) -> velocity (B, n, C, h, w).
         With `memory`, the sequence is [memory ; clip] and `mask` (if any) covers both; only the clip is predicted. `past`: per block,
         K/V of earlier tokens the sequence also attends (a KV cache); `keep`: a list that receives per block the sequence's own K/V;
-        `head`: an output layer in place of `self.head`; one giving (B, L, K, C·p²) (K heads, notebook 08) makes (K, B, n, C, h, w)."""
+        `head`: an output layer in place of `self.head`; one giving (B, L, K, C·p²) (K heads, notebook 08) makes (K, B, n, C, h, w);
+        `offset`: per latent (B, n, 2) shifts of the (y, x) rotary positions (`camera_offsets`), for a whole clip only."""
         B, n, C, hh, ww = x.shape
         p, S = self.c.patch, (hh//self.c.patch)*(ww//self.c.patch)
         h, temb = self.tokens(x), self.temb(timestep_embedding(sigma, self.c.d_model))     # (B, n·S, D), (B, n, D)
         pos, slot, M = token_positions(n, hh//p, t0, x.device), S, 0
+        if offset is not None:                                                   # per-sample positions (B, N, 3), turned with the camera
+            if memory is not None or past is not None:
+                raise ValueError("camera-aligned positions are relative to the clip's first latent, so they are defined for a whole clip "
+                                 "(the bidirectional model), not for memory or a KV cache, which would need each frame's absolute camera angle")
+            pos = pos + F.pad(repeat(offset, 'b n c -> b (n s) c', s=S), (1, 0)).to(pos)
         if memory is not None:                                                   # memory frames first, at noise level 0
             M, Fm = len(memory), memory.e.shape[1]
             h, e = torch.cat([memory.h, h], 1), torch.cat([memory.e, e], 1)
             temb = torch.cat([self.temb(timestep_embedding(sigma.new_zeros(B, Fm), self.c.d_model)), temb], 1)
             slot = torch.cat([memory.slot, Fm + torch.arange(n, device=x.device).repeat_interleave(S)])
             pos = torch.cat([memory.pos.to(pos), pos])
-        ang = rope_angles(pos, self.c.rope_split)[None, None]
+        ang = rope_angles(pos, self.c.rope_split)
+        ang = ang[:, None] if ang.dim() == 3 else ang[None, None]                # (B or 1, 1, N, Dh/2)
         for i, blk in enumerate(self.blocks):
             kept = [] if keep is not None else None
             h = blk(h, temb, e, ctx[i] if isinstance(ctx, list) else ctx, ctx_mask, ang, slot, mask, None if past is None else past[i], kept)
@@ -244,7 +253,9 @@ class WorldModel(nn.Module):
         ctx, ctx_mask = ctx if ctx is not None else self.text(*captions)
         e = self.actions(actions)
         if e.shape[1] != x.shape[1]: raise ValueError(f"{actions.shape[1]} action frames make {e.shape[1]} latents, but x has {x.shape[1]}")
-        return self.dit(x, sigma, e, ctx, ctx_mask, mask, t0, memory, **kw)
+        c = self.config
+        off = camera_offsets(actions, c.control.t_factor, c.dit.latent_res//c.dit.patch) if c.dit.camera_rope else None
+        return self.dit(x, sigma, e, ctx, ctx_mask, mask, t0, memory, offset=off, **kw)
 
 # %% ../nbs/04_dit.ipynb #ba3ee332
 def frame_causal_mask(n: int, S: int, device=None):
