@@ -50,7 +50,7 @@ def test_preview(tmp_path):
     assert Path(rep['contact_sheet']).stat().st_size > 1000
 
 def test_shipped_small_vae_bench_and_eval_defaults():
-    "With no --checkpoint, `bench vae` uses the shipped small VAE and `eval control` the shipped small teacher's DiT, on the shipped samples (re-rendered at 128x128)."
+    "With no --checkpoint, `bench vae` uses the shipped small VAE and `eval control` the shipped model with the best recorded action accuracy, on the shipped samples (re-rendered at 128x128)."
     r = run('bench', 'vae', '--json', '--clips', '4')
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
@@ -61,6 +61,8 @@ def test_shipped_small_vae_bench_and_eval_defaults():
     out = json.loads(r.stdout)
     assert {'psnr_gt', 'psnr_copy_first', 'psnr_wrong_actions', 'action_accuracy'} <= set(out) and out['clips'] == 2
     assert out['psnr_gt'] > 12                                 # a guard: broken weights give noise at ~8 dB
+    from worldplay2.control_eval import best_for_control
+    assert out['checkpoint'] == str(best_for_control())
 
 def test_eval_steering_and_action_guidance_defaults():
     "`eval steering` streams the shipped student through held turns and reads the true render's slide; `eval control` takes action guidance."

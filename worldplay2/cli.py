@@ -150,10 +150,11 @@ def cmd_eval_control(a):
     from worldplay2.train import pretrained, check_latents_match, check_latent_stats
     from worldplay2.vae import load_vae
     from worldplay2.hub import from_pretrained
-    from worldplay2.control_eval import eval_control, model_generator
+    from worldplay2.control_eval import eval_control, model_generator, best_for_control
     from worldplay2.data import list_episodes, split_episodes, samples_dir
-    if (a.checkpoint is None) != (a.vae is None): raise ValueError("pass both --checkpoint DIR (model/ of `worldplay2 train base` or `train teacher`) and --vae DIR (its vae/), or neither for the shipped small teacher's DiT")
-    net = from_pretrained(a.checkpoint or pretrained('small-teacher'))
+    if (a.checkpoint is None) != (a.vae is None): raise ValueError("pass both --checkpoint DIR (model/ of `worldplay2 train base` or `train teacher`) and --vae DIR (its vae/), or neither for the best shipped model")
+    ck = a.checkpoint or best_for_control()                                  # the shipped model whose card records the best action accuracy
+    net = from_pretrained(ck)
     model = net.model if type(net).__name__ == 'MemoryWorld' else net               # a memory teacher's DiT, evaluated from the first frame alone
     if type(model).__name__ != 'WorldModel': raise ValueError(f"{a.checkpoint} holds a {type(net).__name__}: eval control takes a base model (`train base`) or a memory teacher (`train teacher`)")
     vae = load_vae(a.vae or pretrained('small-vae'))
@@ -161,7 +162,7 @@ def cmd_eval_control(a):
     eps = [p for p in list_episodes(a.data or samples_dir()) if (p/'frames.npz').exists()]
     held_out = (split_episodes(eps)[1] or eps) if a.data else eps          # the samples' worlds are never trained on
     res = eval_control(model_generator(model, vae, a.steps, a.cfg, guide=a.guide), held_out, clip=a.clip, res=vae.config.res, max_clips=a.clips)
-    return emit(a, res)
+    return emit(a, res | dict(checkpoint=str(ck)))
 
 def cmd_eval_revisit(a):
     "RevisitBench on loop episodes: generated vs generated at the same pose, and vs the true frames, per memory variant."
@@ -225,8 +226,8 @@ def cmd_eval_steering(a):
 def _eval_parser(sub):
     e = sub.add_parser('eval', help='evaluations (JSON with --json)').add_subparsers(dest='sub', required=True)
     c = e.add_parser('control', help='generated clips vs true renders, copy-first baseline, wrong actions, action accuracy')
-    c.add_argument('--checkpoint', default=None, help='a model/ folder written by `worldplay2 train base` or `train teacher` (default: the shipped small '
-                   'teacher\'s DiT, run from the first frame without memory)')
+    c.add_argument('--checkpoint', default=None, help='a model/ folder written by `worldplay2 train base` or `train teacher` (default: the shipped model whose card '
+                   'records the highest eval_control action accuracy; a teacher\'s DiT runs from the first frame without memory)')
     c.add_argument('--vae', default=None, help='the vae/ folder it was trained with (default: the shipped small VAE)')
     c.add_argument('--data', default=None, help="episode folder (its validation split is used; true frames are re-rendered at the model's resolution); default: the shipped samples")
     c.add_argument('--clip', type=int, default=17)
