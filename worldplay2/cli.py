@@ -156,7 +156,7 @@ def cmd_eval_control(a):
     ck = a.checkpoint or best_for_control()                                  # the shipped model whose card records the best action accuracy
     net = from_pretrained(ck)
     model = net.model if type(net).__name__ == 'MemoryWorld' else net               # a memory teacher's DiT, evaluated from the first frame alone
-    if type(model).__name__ != 'WorldModel': raise ValueError(f"{a.checkpoint} holds a {type(net).__name__}: eval control takes a base model (`train base`) or a memory teacher (`train teacher`)")
+    if type(model).__name__ != 'WorldModel': raise ValueError(f"{ck} holds a {type(net).__name__}: eval control takes a base model (`train base`) or a memory teacher (`train teacher`)")
     vae = load_vae(a.vae or pretrained('small-vae'))
     check_latents_match(vae.config, model.config.vae, 'the VAE', 'the model'); check_latent_stats(model, vae)
     eps = [p for p in list_episodes(a.data or samples_dir()) if (p/'frames.npz').exists()]
