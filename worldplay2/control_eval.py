@@ -30,8 +30,9 @@ TURNING = 12.0      # degrees of net camera turn over a clip (one latent of a he
 
 def eval_control(generate, episodes, clip: int = 17, res: int = None, max_clips: int = 16) -> dict:
     """Control metrics of `generate(first_frame uint8 (H, W, 3), actions (clip, 6), captions) -> frames uint8 (clip, H, W, 3)` on clips
-    from synthetic `episodes`; `turning` and `not_turning` give the accuracy on the clips whose camera turns by `TURNING` degrees or
-    more (net pitch and yaw) and on the rest (moves, small or cancelling turns)."""
+    from synthetic `episodes`; `turning` and `not_turning` give the accuracy and `psnr_gt` on the clips whose camera turns by
+    `TURNING` degrees or more (net pitch and yaw) and on the rest (moves, small or cancelling turns), `first_person` and
+    `third_person` on the clips seen mostly through the eyes or mostly from behind the character."""
     rows = []
     for p in episodes:
         ep = read_episode(p)
@@ -48,12 +49,13 @@ def eval_control(generate, episodes, clip: int = 17, res: int = None, max_clips:
             gen, gen_wrong = generate(first, acts, caps)[1:], generate(first, mirror_actions(acts), caps)[1:]
             rows.append(dict(gt=psnr(gen, gt), copy=psnr(np.repeat(first[None], len(gt), 0), gt), wrong=psnr(gen_wrong, gt),
                              right=(psnr(gen, gt) > psnr(gen, wrong_gt)) + .0 + (psnr(gen_wrong, wrong_gt) > psnr(gen_wrong, gt)),
-                             turning=bool(np.hypot(*acts[1:, :2].sum(0)) >= TURNING)))
+                             turning=bool(np.hypot(*acts[1:, :2].sum(0)) >= TURNING), third_person=bool(acts[1:, 4].mean() < 0.5)))
     if not rows: raise ValueError(f"no clip of {clip} frames with commanded motion in {len(episodes)} episodes")
     m = lambda k, rs=rows, per=1: round(float(np.mean([x[k] for x in rs]))/per, 3)     # 'right' counts 2 judgements a clip: per=2
-    split = {k: [x for x in rows if x['turning'] == (k == 'turning')] for k in ('turning', 'not_turning')}
+    split = dict(turning=[x for x in rows if x['turning']], not_turning=[x for x in rows if not x['turning']],
+                 first_person=[x for x in rows if not x['third_person']], third_person=[x for x in rows if x['third_person']])
     return dict(psnr_gt=m('gt'), psnr_copy_first=m('copy'), psnr_wrong_actions=m('wrong'), action_accuracy=m('right', per=2), clips=len(rows),
-                **{k: dict(action_accuracy=m('right', rs, 2), clips=len(rs)) for k, rs in split.items() if rs})
+                **{k: dict(action_accuracy=m('right', rs, 2), psnr_gt=m('gt', rs), clips=len(rs)) for k, rs in split.items() if rs})
 
 # %% ../nbs/05a_control_eval.ipynb #62198bac
 def model_generator(model, vae, steps: int = 30, cfg: float = 1.0, seed: int = 0, guide: str = 'caption'):

@@ -35,6 +35,10 @@ class DiTConfig:
     pred: str = 'v'               # what the head predicts: 'v' directly, or 'x0', turned into v = (x_σ − x0)/max(σ, sigma_floor)
     sigma_floor: float = 0.05
     camera_rope: bool = False     # move each latent's (y, x) rotary positions by the camera turn since the clip's first (notebook 03)
+    camera_heads: int = 0         # with camera_rope: how many heads (the first ones) take the turned positions, 0 = all; the others stay on the screen's grid
+
+    def __post_init__(self):
+        if not 0 <= self.camera_heads <= self.heads: raise ValueError(f"camera_heads must be in [0, heads={self.heads}], got {self.camera_heads}")
 
     @property
     def tokens_per_frame(self): return (self.latent_res//self.patch)**2
@@ -76,7 +80,7 @@ def rope_angles(pos, split, base: float = 10000.0):
     return torch.cat(parts, -1)
 
 def apply_rope(x, ang):
-    "Rotate pairs of channels of x (B, H, N, Dh) by angles (B or 1, 1, N, Dh/2)."
+    "Rotate pairs of channels of x (B, H, N, Dh) by angles (B or 1, H or 1, N, Dh/2)."
     x1, x2 = x[..., 0::2], x[..., 1::2]
     cos, sin = ang.cos(), ang.sin()
     return torch.stack([x1*cos - x2*sin, x1*sin + x2*cos], -1).flatten(-2)
@@ -199,6 +203,15 @@ class WorldDiT(nn.Module):
         "Per block, the cross-attention (k, v) of caption tokens ctx (B, Lt, d_text): pass the list as `ctx` to skip recomputing them."
         return [blk.cross.keys(ctx) for blk in self.blocks]
 
+    def camera_angles(self, ang, pos, offset):
+        """Rotary angles (B, H, N, Dh/2): in the first `camera_heads` heads (all with 0) the (y, x) positions `pos` (N, 3) of the clip's
+        tokens move by their latent's camera `offset` (B, n, 2); the other heads keep `ang`, the screen's grid, where a third-person
+        character stays put."""
+        B, n, H = offset.shape[0], offset.shape[1], self.c.heads
+        turned = rope_angles(pos + F.pad(repeat(offset, 'b n c -> b (n s) c', s=len(pos)//n), (1, 0)).to(pos), self.c.rope_split)[:, None]
+        k = self.c.camera_heads or H
+        return turned if k == H else torch.cat([turned.expand(B, k, -1, -1), ang.expand(B, H - k, -1, -1)], 1)
+
     def tokens(self, z):
         "Patchify latents (B, n, C, h, w) -> (B, n·S, D), frame-major."
         p = self.c.patch
@@ -215,19 +228,17 @@ class WorldDiT(nn.Module):
         p, S = self.c.patch, (hh//self.c.patch)*(ww//self.c.patch)
         h, temb = self.tokens(x), self.temb(timestep_embedding(sigma, self.c.d_model))     # (B, n·S, D), (B, n, D)
         pos, slot, M = token_positions(n, hh//p, t0, x.device), S, 0
-        if offset is not None:                                                   # per-sample positions (B, N, 3), turned with the camera
-            if memory is not None or past is not None:
-                raise ValueError("camera-aligned positions are relative to the clip's first latent, so they are defined for a whole clip "
-                                 "(the bidirectional model), not for memory or a KV cache, which would need each frame's absolute camera angle")
-            pos = pos + F.pad(repeat(offset, 'b n c -> b (n s) c', s=S), (1, 0)).to(pos)
+        if offset is not None and (memory is not None or past is not None):
+            raise ValueError("camera-aligned positions are relative to the clip's first latent, so they are defined for a whole clip "
+                             "(the bidirectional model), not for memory or a KV cache, which would need each frame's absolute camera angle")
         if memory is not None:                                                   # memory frames first, at noise level 0
             M, Fm = len(memory), memory.e.shape[1]
             h, e = torch.cat([memory.h, h], 1), torch.cat([memory.e, e], 1)
             temb = torch.cat([self.temb(timestep_embedding(sigma.new_zeros(B, Fm), self.c.d_model)), temb], 1)
             slot = torch.cat([memory.slot, Fm + torch.arange(n, device=x.device).repeat_interleave(S)])
             pos = torch.cat([memory.pos.to(pos), pos])
-        ang = rope_angles(pos, self.c.rope_split)
-        ang = ang[:, None] if ang.dim() == 3 else ang[None, None]                # (B or 1, 1, N, Dh/2)
+        ang = rope_angles(pos, self.c.rope_split)[None, None]                    # (1, 1, N, Dh/2): the screen's grid
+        if offset is not None: ang = self.camera_angles(ang, pos, offset)
         for i, blk in enumerate(self.blocks):
             kept = [] if keep is not None else None
             h = blk(h, temb, e, ctx[i] if isinstance(ctx, list) else ctx, ctx_mask, ang, slot, mask, None if past is None else past[i], kept)
