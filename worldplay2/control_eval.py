@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from .world import AgentState, FPS
-from .data import read_episode, event_at, frames_to_tensor, tensor_to_frames
+from .data import read_episode, event_at, frames_to_tensor, tensor_to_frames, _load_json
 from .controls import mirror_actions, still_actions
 
 # %% ../nbs/05a_control_eval.ipynb #42a20040
@@ -91,7 +91,7 @@ def best_for_control(root=None) -> Path:
     scored = []
     for p in (sorted(root.iterdir()) if root.is_dir() else []):
         if not (p/'config.json').exists() or not (p/'metrics.json').exists(): continue
-        acc = json.loads((p/'metrics.json').read_text()).get('eval_control', {}).get('action_accuracy')
+        acc = _load_json(p/'metrics.json').get('eval_control', {}).get('action_accuracy')          # a corrupt card: an error naming it
         if acc is not None: scored.append((acc, p.name))
     if not scored: raise ValueError(f"no model under {root} records an eval_control result: pass --checkpoint and --vae")
     return root/max(scored)[1]
