@@ -65,15 +65,17 @@ def test_shipped_small_vae_bench_and_eval_defaults():
     assert out['checkpoint'] == str(best_for_control())
 
 def test_eval_steering_and_action_guidance_defaults():
-    "`eval steering` streams the shipped student through held turns and reads the true render's slide; `eval control` takes action guidance."
+    "`eval steering` streams the shipped student through held turns and reads the true render's slide; `eval control` takes action guidance and reports each clip."
     r = run('eval', 'steering', '--worlds', '1', '--chunks', '2', '--json')
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out['turns'] == 2 and out['worlds']['0']['right']['true'] < -20 and out['worlds']['0']['left']['true'] > 20
     assert out['sign_accuracy'] in (0.0, 0.5, 1.0) and 'small-student' in out['checkpoint']
-    r = run('eval', 'control', '--json', '--clips', '1', '--steps', '4', '--cfg', '2', '--guide', 'actions')
+    r = run('eval', 'control', '--json', '--clips', '1', '--steps', '4', '--cfg', '2', '--guide', 'actions', '--per-clip', '--seed', '1')
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)['clips'] == 1
+    out = json.loads(r.stdout)
+    assert out['clips'] == 1 and len(out['per_clip']) == 1 and out['per_clip'][0]['psnr_gt'] == out['psnr_gt']
+    assert out['action_accuracy'] == (out['per_clip'][0]['commanded_right'] + out['per_clip'][0]['mirrored_right'])/2
 
 def test_eval_control_bad_arguments(tmp_path):
     r = run('eval', 'control', '--vae', str(tmp_path))

@@ -28,12 +28,13 @@ def true_render(world, start_pose, actions, t0: float, res: int):
 # %% ../nbs/05a_control_eval.ipynb #bc2dc687
 TURNING = 12.0      # degrees of net camera turn over a clip (one latent of a held arrow key) that make it a turning clip
 
-def eval_control(generate, episodes, clip: int = 17, res: int = None, max_clips: int = 16) -> dict:
+def eval_control(generate, episodes, clip: int = 17, res: int = None, max_clips: int = 16, per_clip: bool = False) -> dict:
     """Control metrics of `generate(first_frame uint8 (H, W, 3), actions (clip, 6), captions) -> frames uint8 (clip, H, W, 3)` on clips
     from synthetic `episodes`; `turning` and `not_turning` give the accuracy and `psnr_gt` on the clips whose camera turns by
     `TURNING` degrees or more (net pitch and yaw) and on the rest (moves, small or cancelling turns), `first_person` and
-    `third_person` on the clips seen mostly through the eyes or mostly from behind the character."""
-    rows = []
+    `third_person` on the clips seen mostly through the eyes or mostly from behind the character. `per_clip` adds each clip's
+    record: where it starts, its net commands, its PSNRs and its two judgements."""
+    rows, clips = [], []
     for p in episodes:
         ep = read_episode(p)
         if 'world' not in ep.meta: continue
@@ -47,15 +48,23 @@ def eval_control(generate, episodes, clip: int = 17, res: int = None, max_clips:
             wrong_gt = true_render(w, ep.poses[s], mirror_actions(acts[1:]), t0 + 1/FPS, r)
             first = w.render(ep.poses[s][None], [t0], r)[0][0]
             gen, gen_wrong = generate(first, acts, caps)[1:], generate(first, mirror_actions(acts), caps)[1:]
-            rows.append(dict(gt=psnr(gen, gt), copy=psnr(np.repeat(first[None], len(gt), 0), gt), wrong=psnr(gen_wrong, gt),
-                             right=(psnr(gen, gt) > psnr(gen, wrong_gt)) + .0 + (psnr(gen_wrong, wrong_gt) > psnr(gen_wrong, gt)),
+            q = dict(gt=psnr(gen, gt), gen_vs_mirrored_gt=psnr(gen, wrong_gt), wrong=psnr(gen_wrong, gt), wrong_vs_mirrored_gt=psnr(gen_wrong, wrong_gt))
+            ok = (q['gt'] > q['gen_vs_mirrored_gt'], q['wrong_vs_mirrored_gt'] > q['wrong'])   # each closer to its own true frames
+            rows.append(dict(gt=q['gt'], copy=psnr(np.repeat(first[None], len(gt), 0), gt), wrong=q['wrong'], right=sum(ok) + .0,
                              turning=bool(np.hypot(*acts[1:, :2].sum(0)) >= TURNING), third_person=bool(acts[1:, 4].mean() < 0.5)))
+            net = acts[1:, :4].sum(0)                                  # degrees of pitch and yaw; frames forward−back, right−left
+            clips.append(dict(episode=Path(p).name, frame=s, person='third' if rows[-1]['third_person'] else 'first',
+                              pitch=round(float(net[0]), 1), yaw=round(float(net[1]), 1), forward=int(net[2]), lateral=int(net[3]),
+                              psnr_gt=round(q['gt'], 3), psnr_copy_first=round(rows[-1]['copy'], 3), psnr_wrong_actions=round(q['wrong'], 3),
+                              psnr_gen_vs_mirrored_gt=round(q['gen_vs_mirrored_gt'], 3), psnr_wrong_vs_mirrored_gt=round(q['wrong_vs_mirrored_gt'], 3),
+                              commanded_right=bool(ok[0]), mirrored_right=bool(ok[1])))
     if not rows: raise ValueError(f"no clip of {clip} frames with commanded motion in {len(episodes)} episodes")
     m = lambda k, rs=rows, per=1: round(float(np.mean([x[k] for x in rs]))/per, 3)     # 'right' counts 2 judgements a clip: per=2
     split = dict(turning=[x for x in rows if x['turning']], not_turning=[x for x in rows if not x['turning']],
                  first_person=[x for x in rows if not x['third_person']], third_person=[x for x in rows if x['third_person']])
     return dict(psnr_gt=m('gt'), psnr_copy_first=m('copy'), psnr_wrong_actions=m('wrong'), action_accuracy=m('right', per=2), clips=len(rows),
-                **{k: dict(action_accuracy=m('right', rs, 2), psnr_gt=m('gt', rs), clips=len(rs)) for k, rs in split.items() if rs})
+                **{k: dict(action_accuracy=m('right', rs, 2), psnr_gt=m('gt', rs), clips=len(rs)) for k, rs in split.items() if rs},
+                **(dict(per_clip=clips) if per_clip else {}))
 
 # %% ../nbs/05a_control_eval.ipynb #62198bac
 def model_generator(model, vae, steps: int = 30, cfg: float = 1.0, seed: int = 0, guide: str = 'caption'):
