@@ -71,7 +71,7 @@ def test_eval_steering_and_action_guidance_defaults():
     out = json.loads(r.stdout)
     assert out['turns'] == 2 and out['worlds']['0']['right']['true'] < -20 and out['worlds']['0']['left']['true'] > 20
     assert out['sign_accuracy'] in (0.0, 0.5, 1.0) and 'small-student' in out['checkpoint']
-    r = run('eval', 'control', '--json', '--clips', '1', '--steps', '4', '--cfg', '2', '--guide', 'actions', '--per-clip', '--seed', '1')
+    r = run('eval', 'control', '--json', '--clips', '1', '--steps', '4', '--cfg', '2', '--guide', 'actions', '--per-clip', '--seed', '1', '--spread')
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out['clips'] == 1 and len(out['per_clip']) == 1 and out['per_clip'][0]['psnr_gt'] == out['psnr_gt']

@@ -163,7 +163,7 @@ def cmd_eval_control(a):
     eps = [p for p in list_episodes(a.data or samples_dir()) if (p/'frames.npz').exists()]
     held_out = (split_episodes(eps)[1] or eps) if a.data else eps          # the samples' worlds are never trained on
     res = eval_control(model_generator(model, vae, a.steps, a.cfg, a.seed, a.guide), held_out, clip=a.clip, res=vae.config.res, max_clips=a.clips,
-                       per_clip=a.per_clip)
+                       per_clip=a.per_clip, spread=a.spread)
     return emit(a, res | dict(checkpoint=str(ck)))
 
 def cmd_eval_revisit(a):
@@ -238,6 +238,7 @@ def _eval_parser(sub):
     c.add_argument('--cfg', type=float, default=1.0, help='classifier-free guidance strength (1: none)')
     c.add_argument('--guide', choices=('caption', 'actions'), default='caption', help="what --cfg guides away from: empty captions, or standing still")
     c.add_argument('--seed', type=int, default=0, help='seed of the sampler noise (the same for commanded and mirrored actions)')
+    c.add_argument('--spread', action='store_true', help="take the clips round the episodes (each one's first, then each one's second, ...) instead of episode by episode")
     c.add_argument('--per-clip', action='store_true', help="add each clip's record (start, net commands, PSNRs, judgements) under per_clip")
     c.add_argument('--json', action='store_true')
     c.set_defaults(fn=cmd_eval_control)

@@ -28,36 +28,38 @@ def true_render(world, start_pose, actions, t0: float, res: int):
 # %% ../nbs/05a_control_eval.ipynb #bc2dc687
 TURNING = 12.0      # degrees of net camera turn over a clip (one latent of a held arrow key) that make it a turning clip
 
-def eval_control(generate, episodes, clip: int = 17, res: int = None, max_clips: int = 16, per_clip: bool = False) -> dict:
+def eval_control(generate, episodes, clip: int = 17, res: int = None, max_clips: int = 16, per_clip: bool = False,
+                 spread: bool = False) -> dict:
     """Control metrics of `generate(first_frame uint8 (H, W, 3), actions (clip, 6), captions) -> frames uint8 (clip, H, W, 3)` on clips
     from synthetic `episodes`; `turning` and `not_turning` give the accuracy and `psnr_gt` on the clips whose camera turns by
     `TURNING` degrees or more (net pitch and yaw) and on the rest (moves, small or cancelling turns), `first_person` and
     `third_person` on the clips seen mostly through the eyes or mostly from behind the character. `per_clip` adds each clip's
-    record: where it starts, its net commands, its PSNRs and its two judgements."""
+    record: where it starts, its net commands, its PSNRs and its two judgements. The first `max_clips` clips are taken episode by
+    episode, or with `spread` each episode's first clip, then each one's second, and so on."""
     rows, clips = [], []
-    for p in episodes:
-        ep = read_episode(p)
-        if 'world' not in ep.meta: continue
-        w, r = ep.world, res or ep.frames.shape[1]
-        for s in range(0, len(ep) - clip + 1, clip):
-            if len(rows) >= max_clips: break
-            acts, t0 = ep.actions[s:s + clip], s/ep.meta.get('fps', FPS)
-            if not np.any(acts[1:, :4]) or ep.poses[s][2] != 0: continue   # nothing commanded, or mid-jump: skip
-            caps = dict(scene=ep.caption['scene'], character=ep.caption['character'] or '', event=event_at(ep.caption, t0))
-            gt = true_render(w, ep.poses[s], acts[1:], t0 + 1/FPS, r)   # frames s+1 .. s+clip-1 under the commanded actions
-            wrong_gt = true_render(w, ep.poses[s], mirror_actions(acts[1:]), t0 + 1/FPS, r)
-            first = w.render(ep.poses[s][None], [t0], r)[0][0]
-            gen, gen_wrong = generate(first, acts, caps)[1:], generate(first, mirror_actions(acts), caps)[1:]
-            q = dict(gt=psnr(gen, gt), gen_vs_mirrored_gt=psnr(gen, wrong_gt), wrong=psnr(gen_wrong, gt), wrong_vs_mirrored_gt=psnr(gen_wrong, wrong_gt))
-            ok = (q['gt'] > q['gen_vs_mirrored_gt'], q['wrong_vs_mirrored_gt'] > q['wrong'])   # each closer to its own true frames
-            rows.append(dict(gt=q['gt'], copy=psnr(np.repeat(first[None], len(gt), 0), gt), wrong=q['wrong'], right=sum(ok) + .0,
-                             turning=bool(np.hypot(*acts[1:, :2].sum(0)) >= TURNING), third_person=bool(acts[1:, 4].mean() < 0.5)))
-            net = acts[1:, :4].sum(0)                                  # degrees of pitch and yaw; frames forward−back, right−left
-            clips.append(dict(episode=Path(p).name, frame=s, person='third' if rows[-1]['third_person'] else 'first',
-                              pitch=round(float(net[0]), 1), yaw=round(float(net[1]), 1), forward=int(net[2]), lateral=int(net[3]),
-                              psnr_gt=round(q['gt'], 3), psnr_copy_first=round(rows[-1]['copy'], 3), psnr_wrong_actions=round(q['wrong'], 3),
-                              psnr_gen_vs_mirrored_gt=round(q['gen_vs_mirrored_gt'], 3), psnr_wrong_vs_mirrored_gt=round(q['wrong_vs_mirrored_gt'], 3),
-                              commanded_right=bool(ok[0]), mirrored_right=bool(ok[1])))
+    eps = [(p, ep) for p in episodes for ep in [read_episode(p)] if 'world' in ep.meta]
+    starts = [[s for s in range(0, len(ep) - clip + 1, clip)                  # skip clips with nothing commanded, or mid-jump
+               if np.any(ep.actions[s + 1:s + clip, :4]) and ep.poses[s][2] == 0] for _, ep in eps]
+    order = ([(i, ss[k]) for k in range(max(map(len, starts), default=0)) for i, ss in enumerate(starts) if k < len(ss)] if spread
+             else [(i, s) for i, ss in enumerate(starts) for s in ss])         # spread: each episode's k-th clip before any (k+1)-th
+    for i, s in order[:max_clips]:
+        p, ep = eps[i]
+        w, acts, t0, r = ep.world, ep.actions[s:s + clip], s/ep.meta.get('fps', FPS), res or ep.frames.shape[1]
+        caps = dict(scene=ep.caption['scene'], character=ep.caption['character'] or '', event=event_at(ep.caption, t0))
+        gt = true_render(w, ep.poses[s], acts[1:], t0 + 1/FPS, r)   # frames s+1 .. s+clip-1 under the commanded actions
+        wrong_gt = true_render(w, ep.poses[s], mirror_actions(acts[1:]), t0 + 1/FPS, r)
+        first = w.render(ep.poses[s][None], [t0], r)[0][0]
+        gen, gen_wrong = generate(first, acts, caps)[1:], generate(first, mirror_actions(acts), caps)[1:]
+        q = dict(gt=psnr(gen, gt), gen_vs_mirrored_gt=psnr(gen, wrong_gt), wrong=psnr(gen_wrong, gt), wrong_vs_mirrored_gt=psnr(gen_wrong, wrong_gt))
+        ok = (q['gt'] > q['gen_vs_mirrored_gt'], q['wrong_vs_mirrored_gt'] > q['wrong'])   # each closer to its own true frames
+        rows.append(dict(gt=q['gt'], copy=psnr(np.repeat(first[None], len(gt), 0), gt), wrong=q['wrong'], right=sum(ok) + .0,
+                         turning=bool(np.hypot(*acts[1:, :2].sum(0)) >= TURNING), third_person=bool(acts[1:, 4].mean() < 0.5)))
+        net = acts[1:, :4].sum(0)                                  # degrees of pitch and yaw; frames forward−back, right−left
+        clips.append(dict(episode=Path(p).name, frame=s, person='third' if rows[-1]['third_person'] else 'first',
+                          pitch=round(float(net[0]), 1), yaw=round(float(net[1]), 1), forward=int(net[2]), lateral=int(net[3]),
+                          psnr_gt=round(q['gt'], 3), psnr_copy_first=round(rows[-1]['copy'], 3), psnr_wrong_actions=round(q['wrong'], 3),
+                          psnr_gen_vs_mirrored_gt=round(q['gen_vs_mirrored_gt'], 3), psnr_wrong_vs_mirrored_gt=round(q['wrong_vs_mirrored_gt'], 3),
+                          commanded_right=bool(ok[0]), mirrored_right=bool(ok[1])))
     if not rows: raise ValueError(f"no clip of {clip} frames with commanded motion in {len(episodes)} episodes")
     m = lambda k, rs=rows, per=1: round(float(np.mean([x[k] for x in rs]))/per, 3)     # 'right' counts 2 judgements a clip: per=2
     split = dict(turning=[x for x in rows if x['turning']], not_turning=[x for x in rows if not x['turning']],

@@ -39,7 +39,8 @@ class MemoryWorld(nn.Module):
             raise ValueError(f"the compressor was built for a DiT with (z_ch, patch, d_model, heads) = {arch(compressor.dc)}, the model has {arch(model.config.dit)}")
         if model.config.dit.camera_rope:
             raise ValueError("the model turns its rotary positions with the camera (DiTConfig.camera_rope), relative to a clip's first latent; "
-                             "memory needs absolute positions: start from a model trained without it (train base --no-camera-rope)")
+                             "memory needs absolute positions: start from a model trained without it (train base --no-camera-rope; "
+                             "the shipped small-base has it on)")
         self.model, self.compressor = model, compressor
 
     @property
