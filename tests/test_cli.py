@@ -71,11 +71,13 @@ def test_eval_steering_and_action_guidance_defaults():
     out = json.loads(r.stdout)
     assert out['turns'] == 2 and out['worlds']['0']['right']['true'] < -20 and out['worlds']['0']['left']['true'] > 20
     assert out['sign_accuracy'] in (0.0, 0.5, 1.0) and 'small-student' in out['checkpoint']
-    r = run('eval', 'control', '--json', '--clips', '1', '--steps', '4', '--cfg', '2', '--guide', 'actions', '--per-clip', '--seed', '1', '--spread')
+    r = run('eval', 'control', '--json', '--clips', '1', '--steps', '4', '--cfg', '2', '--guide', 'actions', '--per-clip', '--seed', '1')
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out['clips'] == 1 and len(out['per_clip']) == 1 and out['per_clip'][0]['psnr_gt'] == out['psnr_gt']
     assert out['action_accuracy'] == (out['per_clip'][0]['commanded_right'] + out['per_clip'][0]['mirrored_right'])/2
+    eps = lambda *extra: [x['episode'] for x in json.loads(run('eval', 'control', '--json', '--clips', '2', '--steps', '1', '--per-clip', *extra).stdout)['per_clip']]
+    assert len(set(eps())) == 1 and len(set(eps('--spread'))) == 2      # by default both from the first episode; spread: one from each
 
 def test_eval_control_bad_arguments(tmp_path):
     r = run('eval', 'control', '--vae', str(tmp_path))
