@@ -36,7 +36,7 @@ def eval_control(generate, episodes, clip: int = 17, res: int = None, max_clips:
     `third_person` on the clips seen mostly through the eyes or mostly from behind the character. `per_clip` adds each clip's
     record: where it starts, its net commands, its PSNRs and its two judgements. The first `max_clips` clips are taken episode by
     episode, or with `spread` each episode's first clip, then each one's second, and so on."""
-    rows, clips = [], []
+    recs = []
     eps = [(p, ep) for p in episodes for ep in [read_episode(p)] if 'world' in ep.meta]
     starts = [[s for s in range(0, len(ep) - clip + 1, clip)                  # skip clips with nothing commanded, or mid-jump
                if np.any(ep.actions[s + 1:s + clip, :4]) and ep.poses[s][2] == 0] for _, ep in eps]
@@ -50,23 +50,22 @@ def eval_control(generate, episodes, clip: int = 17, res: int = None, max_clips:
         wrong_gt = true_render(w, ep.poses[s], mirror_actions(acts[1:]), t0 + 1/FPS, r)
         first = w.render(ep.poses[s][None], [t0], r)[0][0]
         gen, gen_wrong = generate(first, acts, caps)[1:], generate(first, mirror_actions(acts), caps)[1:]
-        q = dict(gt=psnr(gen, gt), gen_vs_mirrored_gt=psnr(gen, wrong_gt), wrong=psnr(gen_wrong, gt), wrong_vs_mirrored_gt=psnr(gen_wrong, wrong_gt))
-        ok = (q['gt'] > q['gen_vs_mirrored_gt'], q['wrong_vs_mirrored_gt'] > q['wrong'])   # each closer to its own true frames
-        rows.append(dict(gt=q['gt'], copy=psnr(np.repeat(first[None], len(gt), 0), gt), wrong=q['wrong'], right=sum(ok) + .0,
-                         turning=bool(np.hypot(*acts[1:, :2].sum(0)) >= TURNING), third_person=bool(acts[1:, 4].mean() < 0.5)))
         net = acts[1:, :4].sum(0)                                  # degrees of pitch and yaw; frames forward−back, right−left
-        clips.append(dict(episode=Path(p).name, frame=s, person='third' if rows[-1]['third_person'] else 'first',
-                          pitch=round(float(net[0]), 1), yaw=round(float(net[1]), 1), forward=int(net[2]), lateral=int(net[3]),
-                          psnr_gt=round(q['gt'], 3), psnr_copy_first=round(rows[-1]['copy'], 3), psnr_wrong_actions=round(q['wrong'], 3),
-                          psnr_gen_vs_mirrored_gt=round(q['gen_vs_mirrored_gt'], 3), psnr_wrong_vs_mirrored_gt=round(q['wrong_vs_mirrored_gt'], 3),
-                          commanded_right=bool(ok[0]), mirrored_right=bool(ok[1])))
-    if not rows: raise ValueError(f"no clip of {clip} frames with commanded motion in {len(episodes)} episodes")
-    m = lambda k, rs=rows, per=1: round(float(np.mean([x[k] for x in rs]))/per, 3)     # 'right' counts 2 judgements a clip: per=2
-    split = dict(turning=[x for x in rows if x['turning']], not_turning=[x for x in rows if not x['turning']],
-                 first_person=[x for x in rows if not x['third_person']], third_person=[x for x in rows if x['third_person']])
-    return dict(psnr_gt=m('gt'), psnr_copy_first=m('copy'), psnr_wrong_actions=m('wrong'), action_accuracy=m('right', per=2), clips=len(rows),
-                **{k: dict(action_accuracy=m('right', rs, 2), psnr_gt=m('gt', rs), clips=len(rs)) for k, rs in split.items() if rs},
-                **(dict(per_clip=clips) if per_clip else {}))
+        x = dict(episode=Path(p).name, frame=s, person='third' if acts[1:, 4].mean() < 0.5 else 'first', pitch=float(net[0]), yaw=float(net[1]),
+                 forward=int(net[2]), lateral=int(net[3]), psnr_gt=psnr(gen, gt), psnr_copy_first=psnr(np.repeat(first[None], len(gt), 0), gt),
+                 psnr_wrong_actions=psnr(gen_wrong, gt), psnr_gen_vs_mirrored_gt=psnr(gen, wrong_gt), psnr_wrong_vs_mirrored_gt=psnr(gen_wrong, wrong_gt))
+        recs.append(x | dict(commanded_right=x['psnr_gt'] > x['psnr_gen_vs_mirrored_gt'],          # each closer to its own true frames
+                             mirrored_right=x['psnr_wrong_vs_mirrored_gt'] > x['psnr_wrong_actions']))
+    if not recs: raise ValueError(f"no clip of {clip} frames with commanded motion in {len(episodes)} episodes")
+    m = lambda k, rs=recs: round(float(np.mean([x[k] for x in rs])), 3)
+    acc = lambda rs: round(float(np.mean([x['commanded_right'] + x['mirrored_right'] for x in rs]))/2, 3)    # 2 judgements a clip
+    turning = lambda x: np.hypot(x['pitch'], x['yaw']) >= TURNING
+    split = dict(turning=[x for x in recs if turning(x)], not_turning=[x for x in recs if not turning(x)],
+                 first_person=[x for x in recs if x['person'] == 'first'], third_person=[x for x in recs if x['person'] == 'third'])
+    rnd = lambda x: {k: round(v, 1 if k in ('pitch', 'yaw') else 3) if type(v) is float else v for k, v in x.items()}
+    return dict(psnr_gt=m('psnr_gt'), psnr_copy_first=m('psnr_copy_first'), psnr_wrong_actions=m('psnr_wrong_actions'), action_accuracy=acc(recs),
+                clips=len(recs), **{k: dict(action_accuracy=acc(rs), psnr_gt=m('psnr_gt', rs), clips=len(rs)) for k, rs in split.items() if rs},
+                **(dict(per_clip=[rnd(x) for x in recs]) if per_clip else {}))
 
 # %% ../nbs/05a_control_eval.ipynb #62198bac
 def model_generator(model, vae, steps: int = 30, cfg: float = 1.0, seed: int = 0, guide: str = 'caption'):
