@@ -77,7 +77,7 @@ def test_eval_steering_and_action_guidance_defaults():
     assert out['clips'] == 1 and len(out['per_clip']) == 1 and out['per_clip'][0]['psnr_gt'] == out['psnr_gt']
     assert out['action_accuracy'] == (out['per_clip'][0]['commanded_right'] + out['per_clip'][0]['mirrored_right'])/2
     eps = lambda *extra: [x['episode'] for x in json.loads(run('eval', 'control', '--json', '--clips', '2', '--steps', '1', '--per-clip', *extra).stdout)['per_clip']]
-    assert len(set(eps())) == 1 and len(set(eps('--spread'))) == 2      # by default both from the first episode; spread: one from each
+    assert len(set(eps())) == 2 and len(set(eps('--no-spread'))) == 1   # by default one from each of two episodes; --no-spread: both from the first
 
 def test_eval_control_bad_arguments(tmp_path):
     r = run('eval', 'control', '--vae', str(tmp_path))

@@ -29,13 +29,13 @@ def true_render(world, start_pose, actions, t0: float, res: int):
 TURNING = 12.0      # degrees of net camera turn over a clip (one latent of a held arrow key) that make it a turning clip
 
 def eval_control(generate, episodes, clip: int = 17, res: int = None, max_clips: int = 16, per_clip: bool = False,
-                 spread: bool = False) -> dict:
+                 spread: bool = True) -> dict:
     """Control metrics of `generate(first_frame uint8 (H, W, 3), actions (clip, 6), captions) -> frames uint8 (clip, H, W, 3)` on clips
     from synthetic `episodes`; `turning` and `not_turning` give the accuracy and `psnr_gt` on the clips whose camera turns by
     `TURNING` degrees or more (net pitch and yaw) and on the rest (moves, small or cancelling turns), `first_person` and
     `third_person` on the clips seen mostly through the eyes or mostly from behind the character. `per_clip` adds each clip's
-    record: where it starts, its net commands, its PSNRs and its two judgements. The first `max_clips` clips are taken episode by
-    episode, or with `spread` each episode's first clip, then each one's second, and so on."""
+    record: where it starts, its net commands, its PSNRs and its two judgements. The first `max_clips` clips are taken round the
+    episodes (`spread`: each episode's first clip, then each one's second, and so on), or episode by episode."""
     recs = []
     eps = [(p, ep) for p in episodes for ep in [read_episode(p)] if 'world' in ep.meta]
     starts = [[s for s in range(0, len(ep) - clip + 1, clip)                  # skip clips with nothing commanded, or mid-jump
