@@ -240,7 +240,7 @@ def _eval_parser(sub):
     c.add_argument('--seed', type=int, default=0, help='seed of the sampler noise (the same for commanded and mirrored actions)')
     c.add_argument('--spread', action=argparse.BooleanOptionalAction, default=True,
                    help="take the clips round the episodes (each one's first, then each one's second, ...); --no-spread: episode by episode, "
-                        "so that the first episodes give all the clips (the order before this was the default)")
+                        "so that the first episodes give all the clips (the default order until December 2026)")
     c.add_argument('--per-clip', action='store_true', help="add each clip's record (start, net commands, PSNRs, judgements) under per_clip")
     c.add_argument('--json', action='store_true')
     c.set_defaults(fn=cmd_eval_control)

@@ -95,7 +95,8 @@ def model_generator(model, vae, steps: int = 30, cfg: float = 1.0, seed: int = 0
 # %% ../nbs/05a_control_eval.ipynb #9ae78cb9
 def best_for_control(root=None) -> Path:
     """The model under `root` (default: the package's shipped models) whose metrics.json records the highest `eval_control` action
-    accuracy: what `worldplay2 eval control` evaluates when given no checkpoint."""
+    accuracy: what `worldplay2 eval control` evaluates when given no checkpoint. The records must be alike to be ranked: each card's
+    `eval_control` comes from the command's defaults (the 16 sample clips, taken round the episodes); others go under other keys."""
     from worldplay2.train import PRETRAINED_DIR
     root = Path(root or PRETRAINED_DIR)
     scored = []
