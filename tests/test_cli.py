@@ -24,6 +24,8 @@ def test_bad_arguments_give_clear_errors(tmp_path):
     assert r.returncode == 2 and 'need episodes >= 1' in r.stderr and 'Traceback' not in r.stderr
     r = run('data', 'generate', '--out', str(tmp_path), '--episodes', '1', '--kind', 'swim')
     assert r.returncode == 2 and "invalid choice: 'swim'" in r.stderr
+    r = run('train', 'base', '--out', str(tmp_path/'b'), '--data', str(tmp_path), '--vae', str(tmp_path), '--shift', '0')
+    assert r.returncode != 0 and 'shift must be positive, got 0.0' in r.stderr and 'Traceback' not in r.stderr
 
 def test_generate_resumes_after_kill(tmp_path):
     "Kill a generation mid-run: no half-written episode appears, and re-running completes it identically."
@@ -90,7 +92,7 @@ def test_every_training_stage_from_the_shell(tmp_path):
     d = tmp_path
     assert run('data', 'generate', '--out', str(d/'data'), '--episodes', '3', '--kind', 'loop', '--seconds', '5', '--res', '32', '--quiet').returncode == 0
     common = ['--preset', 'tiny', '--data', str(d/'data'), '--max-steps', '2', '--quiet']
-    stages = [('vae', []), ('base', ['--vae', str(d/'vae'/'vae')]), ('compressor', ['--vae', str(d/'vae'/'vae'), '--model', str(d/'base'/'model')]),
+    stages = [('vae', []), ('base', ['--vae', str(d/'vae'/'vae'), '--shift', '2']), ('compressor', ['--vae', str(d/'vae'/'vae'), '--model', str(d/'base'/'model')]),
               ('teacher', ['--vae', str(d/'vae'/'vae'), '--init', str(d/'base'/'model'), '--compressor', str(d/'compressor'/'compressor')]),
               ('student', ['--vae', str(d/'vae'/'vae'), '--init', str(d/'teacher'/'model')]),
               ('pdd', ['--vae', str(d/'vae'/'vae'), '--init', str(d/'student'/'model')]),
@@ -100,6 +102,7 @@ def test_every_training_stage_from_the_shell(tmp_path):
         assert r.returncode == 0, f"train {stage}: {r.stderr[-1500:]}"
         m = json.loads(r.stdout.strip().splitlines()[-1])
         assert m['steps'] == 2, (stage, m)
+    assert json.loads((d/'base'/'model'/'config.json').read_text())['dit']['shift'] == 2.0       # --shift reached the model it saved
     r = run('play', '--checkpoint', str(d/'dmd'/'model'), '--vae', str(d/'vae'/'vae'), '--actions', 'w*8 right+w*4', '--event', 'at 0.5s: It starts to snow.',
             '--out', str(d/'play.mp4'))
     assert r.returncode == 0, r.stderr[-1500:]

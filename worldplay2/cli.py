@@ -111,7 +111,7 @@ def cmd_train(a):
     if missing: raise ValueError(f"train {a.stage} needs {' and '.join(missing)}")
     memory = dict(init=a.init, vae=a.vae, compressor=a.compressor, window=a.window)
     extra = dict(base=dict(vae=a.vae, init=a.init, start_share=a.start_share, p_i2v=a.p_i2v, p_high_sigma=a.p_high_sigma, camera_rope=a.camera_rope,
-                          camera_heads=a.camera_heads),
+                          camera_heads=a.camera_heads, shift=a.shift),
                  compressor=dict(vae=a.vae, model=a.model, window=a.window), teacher=memory, student=memory,
                  pdd=dict(init=a.init, vae=a.vae, window=a.window, solver=a.solver),
                  dmd=dict(init=a.init, vae=a.vae, teacher=a.teacher, window=a.window, dmd_config=dmd_config(a)) if a.stage == 'dmd' else {}).get(a.stage, {})
@@ -310,6 +310,8 @@ def _train_parser(sub):
     t.add_argument('--p-high-sigma', type=float, default=None, help="base: chance that a window's noise level is drawn from [0.9, 1] (default: the model config's)")
     t.add_argument('--camera-rope', action=argparse.BooleanOptionalAction, default=None,
                    help="base: turn each latent's rotary positions with the camera (DiTConfig.camera_rope; default: the model config's, off for a new one)")
+    t.add_argument('--shift', type=float, default=None,
+                   help="base: timestep shift of the noise levels trained at and sampled with (DiTConfig.shift; default: the model config's)")
     t.add_argument('--camera-heads', type=int, default=None,
                    help="base: with --camera-rope, how many heads of each block turn with the camera (DiTConfig.camera_heads; 0 = all)")
     t.add_argument('--data', nargs='+', help='episode folder(s) (every stage but all)')

@@ -244,18 +244,20 @@ BASE_TRAIN = dict(tiny=dict(max_steps=200, batch_size=8, lr=1e-3), small=dict(ma
 def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_size: int = None, devices=1, strategy='auto',
                num_workers: int = 0, seed: int = 0, progress: bool = True, vae=None, n_latents: int = 5, start_share: float = 0.5,
                init=None, p_i2v: float = None, p_high_sigma: float = None, camera_rope: bool = None, camera_heads: int = None,
-               **trainer_kw) -> dict:
+               shift: float = None, **trainer_kw) -> dict:
     """Stages 1–2: encode the episodes under `data` with the trained VAE (`vae`: its folder), then train the bidirectional WorldModel of
     `preset` — from scratch, or from the model/ folder `init` of an earlier run (its network config; `preset` still sets the
     step count, batch size and learning rate). A `start_share` of the training windows (drawn with replacement) start at a stream's
     lone first frame; `p_i2v` overrides the chance that a window's first latent is given clean, `p_high_sigma` the chance
     that a window's noise level is drawn from [high_sigma, 1] (see `flow_step`), `camera_rope` whether the rotary positions turn with
     the camera (`DiTConfig.camera_rope`; no new weights, so a model trained without can be fine-tuned with) and `camera_heads` in
-    how many heads of each block (`DiTConfig.camera_heads`, 0 = all)."""
+    how many heads of each block (`DiTConfig.camera_heads`, 0 = all), `shift` the timestep shift of the noise levels it trains at
+    and samples with (`DiTConfig.shift`: higher draws noisier levels)."""
     out = Path(out)
     if vae is None: raise ValueError("train base needs the trained VAE: pass vae=DIR (the vae/ folder of `worldplay2 train vae`)")
     for name, x in (('start_share', start_share), ('p_i2v', p_i2v), ('p_high_sigma', p_high_sigma)):
         if x is not None and not 0 <= x <= 1: raise ValueError(f"{name} must be in [0, 1], got {x}")
+    if shift is not None and not shift > 0: raise ValueError(f"shift must be positive, got {shift}")
     v = load_vae(vae)
     model = load_world(init).train() if init is not None else None
     if model is not None: check_latent_stats(model, v, f"the model of {init}")
@@ -265,6 +267,7 @@ def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_si
     if p_i2v is not None: cfg.dit.p_i2v = p_i2v
     if p_high_sigma is not None: cfg.dit.p_high_sigma = p_high_sigma
     if camera_rope is not None: cfg.dit.camera_rope = camera_rope
+    if shift is not None: cfg.dit.shift = shift
     if camera_heads is not None: cfg.dit.camera_heads = camera_heads; cfg.dit.__post_init__()           # checked against heads
     paths = encode_latents(v, data, out/'latents', progress)
     train, val = split_episodes(paths)
@@ -288,7 +291,7 @@ def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_si
     metrics = dict(stage='base', preset=preset, steps=int(trainer.global_step), batch_size=bs, episodes=len(paths), val_loss=round(r['val/loss'], 4),
                    val_loss_mirrored=round(r['val/loss_mirrored'], 4), init=None if init is None else str(init), start_share=start_share,
                    p_i2v=cfg.dit.p_i2v, p_high_sigma=cfg.dit.p_high_sigma, camera_rope=cfg.dit.camera_rope, camera_heads=cfg.dit.camera_heads,
-                   wall_s_this_run=round(time.time() - t0, 1), params=sum(p.numel() for p in lit.model.parameters()))
+                   shift=cfg.dit.shift, wall_s_this_run=round(time.time() - t0, 1), params=sum(p.numel() for p in lit.model.parameters()))
     write_json_atomic(out/'metrics.json', metrics)
     return metrics
 
