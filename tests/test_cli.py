@@ -102,6 +102,7 @@ def test_every_training_stage_from_the_shell(tmp_path):
         assert r.returncode == 0, f"train {stage}: {r.stderr[-1500:]}"
         m = json.loads(r.stdout.strip().splitlines()[-1])
         assert m['steps'] == 2, (stage, m)
+        if stage == 'base': assert m['shift'] == 2.0, m
     assert json.loads((d/'base'/'model'/'config.json').read_text())['dit']['shift'] == 2.0       # --shift reached the model it saved
     r = run('play', '--checkpoint', str(d/'dmd'/'model'), '--vae', str(d/'vae'/'vae'), '--actions', 'w*8 right+w*4', '--event', 'at 0.5s: It starts to snow.',
             '--out', str(d/'play.mp4'))

@@ -35,8 +35,8 @@ def eval_control(generate, episodes, clip: int = 17, res: int = None, max_clips:
     from synthetic `episodes`; `turning` and `not_turning` give the accuracy and `psnr_gt` on the clips whose camera turns by
     `TURNING` degrees or more (net pitch and yaw) and on the rest (moves, small or cancelling turns), `first_person` and
     `third_person` on the clips seen mostly through the eyes or mostly from behind the character, `distinct_truths` and
-    `alike_truths` on the clips whose commanded and mirrored true frames are less than `ALIKE_PSNR` dB apart (PSNR) and on the
-    rest, where the judgement has little margin; `pairs` counts the clips whose two judgements are both right, one right (both
+    `alike_truths` on the clips whose commanded and mirrored true frames score below `ALIKE_PSNR` dB PSNR against each other (they
+    differ clearly) and on the rest, where the judgement has little margin; `pairs` counts the clips whose two judgements are both right, one right (both
     generated clips nearer the same truth: the actions moved them less than something they share) or neither. `per_clip` adds each clip's record: where it starts, its net commands, its PSNRs
     (with `psnr_gt_vs_mirrored_gt`, the two truths against each other) and its two judgements. The first `max_clips` clips are taken round the
     episodes (`spread`: each episode's first clip, then each one's second, and so on), or episode by episode."""
