@@ -36,10 +36,10 @@ def eval_control(generate, episodes, clip: int = 17, res: int = None, max_clips:
     `TURNING` degrees or more (net pitch and yaw) and on the rest (moves, small or cancelling turns), `first_person` and
     `third_person` on the clips seen mostly through the eyes or mostly from behind the character, `distinct_truths` and
     `alike_truths` on the clips whose commanded and mirrored true frames score below `ALIKE_PSNR` dB PSNR against each other (they
-    differ clearly) and on the rest, where the judgement has little margin; `pairs` counts the clips whose two judgements are both right, one right (both
-    generated clips nearer the same truth: the actions moved them less than something they share) or neither. `per_clip` adds each clip's record: where it starts, its net commands, its PSNRs
-    (with `psnr_gt_vs_mirrored_gt`, the two truths against each other) and its two judgements. The first `max_clips` clips are taken round the
-    episodes (`spread`: each episode's first clip, then each one's second, and so on), or episode by episode."""
+    differ clearly) and on the rest, where the judgement has little margin. `pairs` counts the clips whose two judgements are both
+    right, one right (both generated clips nearer the same truth) or neither. `per_clip` adds each clip's record: where it starts,
+    its net commands, its PSNRs (with `psnr_gt_vs_mirrored_gt`, the two truths against each other) and its two judgements. The first
+    `max_clips` clips are taken round the episodes (`spread`: each episode's first clip, then each one's second, and so on), or episode by episode."""
     recs = []
     eps = [(p, ep) for p in episodes for ep in [read_episode(p)] if 'world' in ep.meta]
     starts = [[s for s in range(0, len(ep) - clip + 1, clip)                  # skip clips with nothing commanded, or mid-jump
@@ -70,9 +70,10 @@ def eval_control(generate, episodes, clip: int = 17, res: int = None, max_clips:
                  distinct_truths=[x for x in recs if x['psnr_gt_vs_mirrored_gt'] < ALIKE_PSNR],
                  alike_truths=[x for x in recs if x['psnr_gt_vs_mirrored_gt'] >= ALIKE_PSNR])
     rnd = lambda x: {k: round(v, 1 if k in ('pitch', 'yaw') else 3) if type(v) is float else v for k, v in x.items()}
-    right = [x['commanded_right'] + x['mirrored_right'] for x in recs]
+    right = [x['commanded_right'] + x['mirrored_right'] for x in recs]                      # judgements right per clip: 0, 1 or 2
+    pairs = dict(both_right=right.count(2), one_right=right.count(1), both_wrong=right.count(0))
     return dict(psnr_gt=m('psnr_gt'), psnr_copy_first=m('psnr_copy_first'), psnr_wrong_actions=m('psnr_wrong_actions'), action_accuracy=acc(recs),
-                clips=len(recs), pairs=dict(both_right=right.count(2), one_right=right.count(1), both_wrong=right.count(0)), **{k: dict(action_accuracy=acc(rs), psnr_gt=m('psnr_gt', rs), clips=len(rs)) for k, rs in split.items() if rs},
+                clips=len(recs), pairs=pairs, **{k: dict(action_accuracy=acc(rs), psnr_gt=m('psnr_gt', rs), clips=len(rs)) for k, rs in split.items() if rs},
                 **(dict(per_clip=[rnd(x) for x in recs]) if per_clip else {}))
 
 # %% ../nbs/05a_control_eval.ipynb #62198bac
@@ -116,6 +117,8 @@ def best_for_control(root=None) -> Path:
     return root/max(scored)[1]
 
 # %% ../nbs/05a_control_eval.ipynb #053e4c2f
+from .dit import FlowMatching
+
 @torch.no_grad()
 def denoise_psnr(model, vae, frames, actions, caps: dict, sigmas=(0.1, 0.3, 0.5, 0.7, 0.9), seed: int = 0) -> dict:
     """How well `model` recovers a stream's true latents from each noise level in `sigmas`: the clip's `frames` (uint8 (T, H, W, 3),
@@ -130,8 +133,7 @@ def denoise_psnr(model, vae, frames, actions, caps: dict, sigmas=(0.1, 0.3, 0.5,
     eps, out = torch.randn(z.shape, generator=torch.Generator().manual_seed(seed)), dict(vae=round(psnr(dec(z), frames[1:]), 2))
     for s in sigmas:
         sig = torch.full(z.shape[:2], float(s)); sig[:, 0] = 0
-        sg = sig[..., None, None, None]
-        xs = (1 - sg)*z + sg*eps
-        est = xs - sg*model(xs, sig, a, ctx=ctx)
+        xs = FlowMatching().noise(z, sig, eps)[0]                           # the schedule's x_σ (its shift plays no part here)
+        est = xs - sig[..., None, None, None]*model(xs, sig, a, ctx=ctx)
         out[f'sigma {s:g}'] = dict(noisy=round(psnr(dec(xs), frames[1:]), 2), estimate=round(psnr(dec(est), frames[1:]), 2))
     return out
