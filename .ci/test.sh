@@ -22,5 +22,5 @@ python3 .ci/build_readme.py --check
 echo "== nbdev_test (fast tier)"
 nbdev_test --n_workers 2 --timing
 
-echo "== pytest (fast tier)"
-python3 -m pytest -q -m "not slow" tests
+echo "== pytest (fast tier; two workers, the docs tests on one)"
+python3 -m pytest -q -m "not slow" -n 2 --dist loadgroup --durations=10 tests

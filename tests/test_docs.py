@@ -35,6 +35,9 @@ CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run'
                  '--disable-background-networking']
 
 
+# one pytest-xdist worker runs this module: the site is built once and one browser visits it
+pytestmark = pytest.mark.xdist_group('docs')
+
 def _load_build_docs():
     "Import .ci/build_docs.py (.ci/ is not a package)."
     spec = importlib.util.spec_from_file_location('build_docs', ROOT / '.ci' / 'build_docs.py')
