@@ -43,6 +43,10 @@ def test_generate_resumes_after_kill(tmp_path):
     assert [x.name for x in a] == [x.name for x in b] and len(a) == 6
     for x, y in zip(a, b): assert np.array_equal(read_episode(x).frames, read_episode(y).frames)
     assert not [d for d in (tmp_path/'a').iterdir() if '.tmp-' in d.name]
+    r = run('data', 'generate', '--out', str(tmp_path/'c'), '--episodes', '1', '--seconds', '0.5', '--res', '16', '--twins', '--quiet')
+    assert r.returncode == 0 and r.stdout.startswith('2 navigation episodes'), r.stderr[-800:]
+    o, t = (read_episode(tmp_path/'c'/n) for n in ('navigation-0-00000', 'navigation-0-00000-mirrored'))
+    assert np.array_equal(o.frames[0], t.frames[0]) and np.array_equal(t.actions[1:, :4], -o.actions[1:, :4])   # --twins: one start, opposite commands
 
 def test_preview(tmp_path):
     r = run('preview', '--out', str(tmp_path), '--res', '48', '--seconds', '2')

@@ -48,7 +48,7 @@ def cmd_preview(a):
 def cmd_data_generate(a):
     "Generate a dataset of episodes."
     from worldplay2.data import generate
-    paths = generate(a.out, a.episodes, a.kind, a.seconds, a.res, a.seed, a.workers, a.depth, progress=not a.quiet)
+    paths = generate(a.out, a.episodes, a.kind, a.seconds, a.res, a.seed, a.workers, a.depth, progress=not a.quiet, twins=a.twins)
     print(f"{len(paths)} {a.kind} episodes in {a.out}")
 
 def cmd_data_samples(a):
@@ -373,6 +373,7 @@ def _data_parser(sub):
     g.add_argument('--seed', type=int, default=0)
     g.add_argument('--workers', type=int, default=1)
     g.add_argument('--depth', action='store_true', help='also store depth maps')
+    g.add_argument('--twins', action='store_true', help="also each episode's mirrored twin (NAME-mirrored): the same first frame, then the opposite commands")
     g.add_argument('--quiet', action='store_true', help='no progress bar')
     g.set_defaults(fn=cmd_data_generate)
     s = d.add_parser('samples', help='rebuild the shipped data_samples/')

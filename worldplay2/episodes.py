@@ -234,8 +234,11 @@ class Episode:
 EPISODE_KINDS = ('navigation', 'loop', 'event')
 
 # %% ../nbs/00a_episodes.ipynb #db1cac6c
-def make_episode(kind: str, seed: int, seconds: float = 10.0, res: int = 64, depth: bool = False, category: str = None) -> Episode:
-    "Generate one episode of `kind` (navigation | loop | event) from `seed`: actions, trajectory, frames, state and caption."
+def make_episode(kind: str, seed: int, seconds: float = 10.0, res: int = 64, depth: bool = False, category: str = None,
+                 mirrored: bool = False) -> Episode:
+    """Generate one episode of `kind` (navigation | loop | event) from `seed`: actions, trajectory, frames, state and caption.
+    `mirrored`: the episode's twin, from the same first frame under the opposite commands (pitch, yaw, forward and lateral negated
+    from the second frame on, as `controls.mirror_actions`), the counterfactual that `eval control` judges a model against."""
     if kind not in EPISODE_KINDS: raise ValueError(f"unknown episode kind '{kind}'; known: {EPISODE_KINDS}")
     if not (seconds > 0 and res >= 8): raise ValueError(f"need seconds > 0 and res >= 8, got seconds={seconds}, res={res}")
     n = int(round(seconds*FPS))
@@ -245,6 +248,7 @@ def make_episode(kind: str, seed: int, seconds: float = 10.0, res: int = 64, dep
     else:
         w = World.from_seed(seed)
         acts = (navigation_actions if kind == 'navigation' else loop_actions)(w, n, rng)
+    if mirrored: acts = acts.copy(); acts[1:, :4] *= -1
     poses, _ = w.rollout(acts)
     times = np.arange(n)/FPS
     frames, dep = w.render(poses, times, res)
@@ -252,5 +256,6 @@ def make_episode(kind: str, seed: int, seconds: float = 10.0, res: int = 64, dep
     state = np.array([[s.time_of_day, s.fog, s.rain, s.snow, s.chest_open.max(initial=0)] for s in st], np.float32)
     meta = dict(kind=kind, seed=seed, fps=FPS, res=res, n_frames=n, world=world_to_dict(w))
     if kind == 'loop': meta['loop'] = dict(turn=(n - 1)//2, end=n - 1)
+    if mirrored: meta['mirrored'] = True
     return Episode(frames, acts.astype(np.float32), poses, w.camera(poses), state, make_caption(w, poses, n/FPS), meta,
                    dep.astype(np.float16) if depth else None)
