@@ -247,15 +247,22 @@ def make_samples(out=None, seconds: float = 6.0, res: int = 64, per_kind: int = 
     return out
 
 # %% ../nbs/01_data.ipynb #4ad2efc7
+def _split_hash(name: str) -> float: return zlib.crc32(name.removesuffix(TWIN).encode())/2**32   # a twin hashes as its original
+
 def split_of(name: str, val_fraction: float = 0.1) -> str:
     "'val' or 'train' for an episode name: a stable hash, independent of the other episodes; a mirrored twin goes with its original."
-    return 'val' if zlib.crc32(name.removesuffix(TWIN).encode())/2**32 < val_fraction else 'train'
+    return 'val' if _split_hash(name) < val_fraction else 'train'
 
 def split_episodes(paths, val_fraction: float = 0.1):
-    "Split episode folders into (train, val) by name hash; with two or more episodes, val is never empty."
+    """Split episode folders into (train, val) by name hash; with two or more episodes, val is never empty: then it takes the
+    lowest-hashing episode with its twin (the episode alone if the two are all there is)."""
     paths = sorted(paths, key=lambda p: Path(p).name)
+    h = lambda p: _split_hash(Path(p).name)
     val = [p for p in paths if split_of(Path(p).name, val_fraction) == 'val']
-    if not val and len(paths) > 1 and val_fraction > 0: val = [min(paths, key=lambda p: zlib.crc32(Path(p).name.encode()))]
+    if not val and len(paths) > 1 and val_fraction > 0:
+        first = min(paths, key=lambda p: (h(p), Path(p).name))
+        val = [p for p in paths if h(p) == h(first)]
+        if len(val) == len(paths): val = [first]
     return [p for p in paths if p not in val], val
 
 # %% ../nbs/01_data.ipynb #00be317a
