@@ -96,7 +96,7 @@ def test_every_training_stage_from_the_shell(tmp_path):
     d = tmp_path
     assert run('data', 'generate', '--out', str(d/'data'), '--episodes', '3', '--kind', 'loop', '--seconds', '5', '--res', '32', '--quiet').returncode == 0
     common = ['--preset', 'tiny', '--data', str(d/'data'), '--max-steps', '2', '--quiet']
-    stages = [('vae', []), ('base', ['--vae', str(d/'vae'/'vae'), '--shift', '2']), ('compressor', ['--vae', str(d/'vae'/'vae'), '--model', str(d/'base'/'model')]),
+    stages = [('vae', []), ('base', ['--vae', str(d/'vae'/'vae'), '--shift', '2', '--neg-actions', '0.5']), ('compressor', ['--vae', str(d/'vae'/'vae'), '--model', str(d/'base'/'model')]),
               ('teacher', ['--vae', str(d/'vae'/'vae'), '--init', str(d/'base'/'model'), '--compressor', str(d/'compressor'/'compressor')]),
               ('student', ['--vae', str(d/'vae'/'vae'), '--init', str(d/'teacher'/'model')]),
               ('pdd', ['--vae', str(d/'vae'/'vae'), '--init', str(d/'student'/'model')]),
@@ -106,7 +106,7 @@ def test_every_training_stage_from_the_shell(tmp_path):
         assert r.returncode == 0, f"train {stage}: {r.stderr[-1500:]}"
         m = json.loads(r.stdout.strip().splitlines()[-1])
         assert m['steps'] == 2, (stage, m)
-        if stage == 'base': assert m['shift'] == 2.0, m
+        if stage == 'base': assert m['shift'] == 2.0 and m['neg_weight'] == 0.5 and m['neg_ratio'] == 1.0, m
     assert json.loads((d/'base'/'model'/'config.json').read_text())['dit']['shift'] == 2.0       # --shift reached the model it saved
     r = run('play', '--checkpoint', str(d/'dmd'/'model'), '--vae', str(d/'vae'/'vae'), '--actions', 'w*8 right+w*4', '--event', 'at 0.5s: It starts to snow.',
             '--out', str(d/'play.mp4'))

@@ -111,7 +111,7 @@ def cmd_train(a):
     if missing: raise ValueError(f"train {a.stage} needs {' and '.join(missing)}")
     memory = dict(init=a.init, vae=a.vae, compressor=a.compressor, window=a.window)
     extra = dict(base=dict(vae=a.vae, init=a.init, start_share=a.start_share, p_i2v=a.p_i2v, p_high_sigma=a.p_high_sigma, camera_rope=a.camera_rope,
-                          camera_heads=a.camera_heads, shift=a.shift),
+                          camera_heads=a.camera_heads, shift=a.shift, neg_weight=a.neg_actions, neg_ratio=a.neg_ratio),
                  compressor=dict(vae=a.vae, model=a.model, window=a.window), teacher=memory, student=memory,
                  pdd=dict(init=a.init, vae=a.vae, window=a.window, solver=a.solver),
                  dmd=dict(init=a.init, vae=a.vae, teacher=a.teacher, window=a.window, dmd_config=dmd_config(a)) if a.stage == 'dmd' else {}).get(a.stage, {})
@@ -314,6 +314,9 @@ def _train_parser(sub):
                    help="base: timestep shift of the noise levels trained at and sampled with (DiTConfig.shift; default: the model config's)")
     t.add_argument('--camera-heads', type=int, default=None,
                    help="base: with --camera-rope, how many heads of each block turn with the camera (DiTConfig.camera_heads; 0 = all)")
+    t.add_argument('--neg-actions', type=float, default=0.0,
+                   help="base: weight of the mirrored-actions hinge (flow_step's neg_weight; 0: none): a clip's loss with its actions mirrored must exceed --neg-ratio times its loss with them")
+    t.add_argument('--neg-ratio', type=float, default=1.0, help="base: with --neg-actions, the ratio the mirrored loss must reach")
     t.add_argument('--data', nargs='+', help='episode folder(s) (every stage but all)')
     t.add_argument('--workers', type=int, default=1, help='all: processes generating the data')
     t.add_argument('--out', required=True, help='run folder: checkpoints, logs, final model, metrics.json')

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field, asdict
 import torch, torch.nn as nn, torch.nn.functional as F
 from einops import rearrange, repeat
-from .controls import ControlConfig, ActionEncoder, ActionInjection, TextEncoder, guide, camera_offsets
+from .controls import ControlConfig, ActionEncoder, ActionInjection, TextEncoder, guide, camera_offsets, mirror_actions
 from .vae import VAEConfig, vae_config
 
 # %% ../nbs/04_dit.ipynb #487dfdb4
@@ -322,10 +322,13 @@ class EulerSampler:
         return z
 
 # %% ../nbs/04_dit.ipynb #f64990c7
-def flow_step(model: WorldModel, fm: FlowMatching, z0, actions, captions, generator=None, i2v: bool = True, sigma_per=None, **model_kw):
+def flow_step(model: WorldModel, fm: FlowMatching, z0, actions, captions, generator=None, i2v: bool = True, sigma_per=None,
+              neg_weight: float = 0.0, neg_ratio: float = 1.0, **model_kw):
     """Flow-matching loss of `model` on clean latents z0 (B, n, C, h, w) with actions (B, T, 6) and caption field lists. `i2v`: the
     clip may start a stream (its first latent then kept clean with probability p_i2v); `sigma_per`: latents per noise level when a
-    clip is drawn with one level for all (e.g. a chunk's length: one level per chunk); `model_kw` go to the model (memory, mask, t0)."""
+    clip is drawn with one level for all (e.g. a chunk's length: one level per chunk); `model_kw` go to the model (memory, mask, t0).
+    `neg_weight` > 0 adds the mirrored-actions hinge (below): each clip's loss with its actions mirrored, from the same noisy latents,
+    must exceed `neg_ratio` times its loss with the commanded ones; clips with nothing commanded are left out of it."""
     c, (B, n) = model.config.dit, z0.shape[:2]
     dev = generator.device if generator is not None else z0.device          # draw where the generator lives (a CPU one on a GPU run)
     sigma = fm.sample_sigma((B, n), generator, dev)
@@ -340,4 +343,10 @@ def flow_step(model: WorldModel, fm: FlowMatching, z0, actions, captions, genera
     captions = tuple([('' if d else t) for t, d in zip(f, drop)] for f in captions)
     x, eps, v = fm.noise(z0, sigma, torch.randn(z0.shape, generator=generator, device=dev).to(z0.device, z0.dtype))
     weight = torch.ones(B, n, device=z0.device); weight[:, 0] = (~i2v).float()
-    return fm.loss(model(x, sigma, actions, captions, **model_kw), v, weight)
+    pred = model(x, sigma, actions, captions, **model_kw)
+    loss = fm.loss(pred, v, weight)
+    if not neg_weight: return loss
+    per = lambda p: ((p - v).pow(2).flatten(2).mean(-1)*weight).sum(1)/weight.sum(1).clamp_min(1)     # each clip's loss
+    moved = (actions[..., :4] != 0).flatten(1).any(1)               # mirroring changes something
+    neg = per(model(x, sigma, mirror_actions(actions), captions, **model_kw))
+    return loss + neg_weight*(torch.relu(neg_ratio*per(pred) - neg)*moved).mean()

@@ -190,17 +190,18 @@ def warmup_cosine(opt, warmup: int, max_steps: int = None) -> dict:
 
 class LitWorld(L.LightningModule):
     "Flow-matching training of a `WorldModel` on latent windows (stages 1–2)."
-    def __init__(self, model: WorldModel, lr: float = 3e-4, max_steps: int = None, warmup: int = 200):
+    def __init__(self, model: WorldModel, lr: float = 3e-4, max_steps: int = None, warmup: int = 200, neg_weight: float = 0.0, neg_ratio: float = 1.0):
         super().__init__()
-        self.model, self.lr, self.max_steps, self.warmup = model, lr, max_steps, warmup
+        self.model, self.lr, self.max_steps, self.warmup, self.neg = model, lr, max_steps, warmup, dict(neg_weight=neg_weight, neg_ratio=neg_ratio)
         self.fm = FlowMatching(model.config.dit.shift)
-        self.save_hyperparameters(dict(lr=lr, max_steps=max_steps, warmup=warmup))
+        self.save_hyperparameters(dict(lr=lr, max_steps=max_steps, warmup=warmup, neg_weight=neg_weight, neg_ratio=neg_ratio))
 
-    def _loss(self, b, generator=None):
-        return flow_step(self.model, self.fm, b['z'], b['actions'], (b['scene'], b['character'], b['event']), generator)
+    def _loss(self, b, generator=None, **kw):
+        return flow_step(self.model, self.fm, b['z'], b['actions'], (b['scene'], b['character'], b['event']), generator, **kw)
 
     def training_step(self, b, _):
-        loss = self._loss(b); self.log('train/loss', loss, prog_bar=True); return loss
+        "The flow-matching loss, plus `flow_step`'s mirrored-actions hinge when `neg_weight` > 0 (validation logs the plain loss)."
+        loss = self._loss(b, **self.neg); self.log('train/loss', loss, prog_bar=True); return loss
 
     def validation_step(self, b, i):
         "The loss, and the same loss (same noise) with mirrored actions: a model that listens to its actions does worse there."
@@ -244,7 +245,7 @@ BASE_TRAIN = dict(tiny=dict(max_steps=200, batch_size=8, lr=1e-3), small=dict(ma
 def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_size: int = None, devices=1, strategy='auto',
                num_workers: int = 0, seed: int = 0, progress: bool = True, vae=None, n_latents: int = 5, start_share: float = 0.5,
                init=None, p_i2v: float = None, p_high_sigma: float = None, camera_rope: bool = None, camera_heads: int = None,
-               shift: float = None, **trainer_kw) -> dict:
+               shift: float = None, neg_weight: float = 0.0, neg_ratio: float = 1.0, **trainer_kw) -> dict:
     """Stages 1–2: encode the episodes under `data` with the trained VAE (`vae`: its folder), then train the bidirectional WorldModel of
     `preset` — from scratch, or from the model/ folder `init` of an earlier run (its network config; `preset` still sets the
     step count, batch size and learning rate). A `start_share` of the training windows (drawn with replacement) start at a stream's
@@ -252,12 +253,14 @@ def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_si
     that a window's noise level is drawn from [high_sigma, 1] (see `flow_step`), `camera_rope` whether the rotary positions turn with
     the camera (`DiTConfig.camera_rope`; no new weights, so a model trained without can be fine-tuned with) and `camera_heads` in
     how many heads of each block (`DiTConfig.camera_heads`, 0 = all), `shift` the timestep shift of the noise levels it trains at
-    and samples with (`DiTConfig.shift`: higher draws noisier levels)."""
+    and samples with (`DiTConfig.shift`: higher draws noisier levels), `neg_weight` and `neg_ratio` those of `flow_step`'s mirrored-actions
+    hinge (0: none)."""
     out = Path(out)
     if vae is None: raise ValueError("train base needs the trained VAE: pass vae=DIR (the vae/ folder of `worldplay2 train vae`)")
     for name, x in (('start_share', start_share), ('p_i2v', p_i2v), ('p_high_sigma', p_high_sigma)):
         if x is not None and not 0 <= x <= 1: raise ValueError(f"{name} must be in [0, 1], got {x}")
     if shift is not None and not shift > 0: raise ValueError(f"shift must be positive, got {shift}")
+    if not neg_weight >= 0 or not neg_ratio > 0: raise ValueError(f"neg_weight must be ≥ 0 and neg_ratio positive, got {neg_weight} and {neg_ratio}")
     v = load_vae(vae)
     model = load_world(init).train() if init is not None else None
     if model is not None: check_latent_stats(model, v, f"the model of {init}")
@@ -281,7 +284,7 @@ def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_si
             w = torch.from_numpy(ds.weights(0.5))
             sampler = torch.multinomial(w, min(8*bs, int((w > 0).sum())), generator=g).tolist()
         return torch.utils.data.DataLoader(ds, batch_size=bs, sampler=sampler, num_workers=num_workers)
-    lit = LitWorld(model if model is not None else WorldModel(cfg), lr=lr, max_steps=steps)
+    lit = LitWorld(model if model is not None else WorldModel(cfg), lr=lr, max_steps=steps, neg_weight=neg_weight, neg_ratio=neg_ratio)
     trainer = make_trainer(out, steps, devices, strategy, progress=progress, **trainer_kw)
     t0 = time.time()
     trainer.fit(lit, mk(train, True), mk(val, False), ckpt_path=_resume_path(out))
@@ -291,7 +294,7 @@ def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_si
     metrics = dict(stage='base', preset=preset, steps=int(trainer.global_step), batch_size=bs, episodes=len(paths), val_loss=round(r['val/loss'], 4),
                    val_loss_mirrored=round(r['val/loss_mirrored'], 4), init=None if init is None else str(init), start_share=start_share,
                    p_i2v=cfg.dit.p_i2v, p_high_sigma=cfg.dit.p_high_sigma, camera_rope=cfg.dit.camera_rope, camera_heads=cfg.dit.camera_heads,
-                   shift=cfg.dit.shift, wall_s_this_run=round(time.time() - t0, 1), params=sum(p.numel() for p in lit.model.parameters()))
+                   shift=cfg.dit.shift, **(dict(neg_weight=neg_weight, neg_ratio=neg_ratio) if neg_weight else {}), wall_s_this_run=round(time.time() - t0, 1), params=sum(p.numel() for p in lit.model.parameters()))
     write_json_atomic(out/'metrics.json', metrics)
     return metrics
 
