@@ -291,10 +291,10 @@ class FlowMatching:
         s = sigma[..., None, None, None]
         return (1 - s)*x0 + s*eps, eps, eps - x0
 
-    def loss(self, v_pred, v, weight):
-        "Mean squared velocity error over the frames with weight 1 (B, n)."
-        per = (v_pred - v).pow(2).flatten(2).mean(-1)
-        return (per*weight).sum()/weight.sum().clamp_min(1)
+    def loss(self, v_pred, v, weight, per_clip: bool = False):
+        "Mean squared velocity error over the frames with weight 1 (B, n): over the batch, or (`per_clip`) each clip's (B,)."
+        per, dims = (v_pred - v).pow(2).flatten(2).mean(-1)*weight, ((1,) if per_clip else (0, 1))
+        return per.sum(dims)/weight.sum(dims).clamp_min(1)
 
 # %% ../nbs/04_dit.ipynb #de40e3e8
 @dataclass
@@ -346,7 +346,7 @@ def flow_step(model: WorldModel, fm: FlowMatching, z0, actions, captions, genera
     pred = model(x, sigma, actions, captions, **model_kw)
     loss = fm.loss(pred, v, weight)
     if not neg_weight: return loss
-    per = lambda p: ((p - v).pow(2).flatten(2).mean(-1)*weight).sum(1)/weight.sum(1).clamp_min(1)     # each clip's loss
-    moved = (actions[..., :4] != 0).flatten(1).any(1)               # mirroring changes something
-    neg = per(model(x, sigma, mirror_actions(actions), captions, **model_kw))
-    return loss + neg_weight*(torch.relu(neg_ratio*per(pred) - neg)*moved).mean()
+    mirrored = mirror_actions(actions)
+    moved = (mirrored != actions).flatten(1).any(1)                 # mirroring changes something
+    neg = fm.loss(model(x, sigma, mirrored, captions, **model_kw), v, weight, per_clip=True)
+    return loss + neg_weight*(torch.relu(neg_ratio*fm.loss(pred, v, weight, per_clip=True) - neg)*moved).mean()
