@@ -84,6 +84,12 @@ def test_eval_steering_and_action_guidance_defaults():
     assert out['action_accuracy'] == (out['per_clip'][0]['commanded_right'] + out['per_clip'][0]['mirrored_right'])/2
     eps = lambda *extra: [x['episode'] for x in json.loads(run('eval', 'control', '--json', '--clips', '2', '--steps', '1', '--per-clip', *extra).stdout)['per_clip']]
     assert len(set(eps())) == 2 and len(set(eps('--no-spread'))) == 1   # by default one from each of two episodes; --no-spread: both from the first
+    r = run('eval', 'control', '--json', '--clips', '1', '--steps', '1', '--motions')   # one held key at a time, from the first sample's start view
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out['starts'] == 1 and [out[k]['clips'] for k in ('yaw', 'pitch', 'forward', 'lateral')] == [1]*4
+    r = run('eval', 'control', '--clips', '1', '--motions', '--per-clip')
+    assert r.returncode != 0 and 'does not go with --motions' in r.stderr and 'Traceback' not in r.stderr
 
 def test_eval_control_bad_arguments(tmp_path):
     r = run('eval', 'control', '--vae', str(tmp_path))
@@ -96,7 +102,7 @@ def test_every_training_stage_from_the_shell(tmp_path):
     d = tmp_path
     assert run('data', 'generate', '--out', str(d/'data'), '--episodes', '3', '--kind', 'loop', '--seconds', '5', '--res', '32', '--quiet').returncode == 0
     common = ['--preset', 'tiny', '--data', str(d/'data'), '--max-steps', '2', '--quiet']
-    stages = [('vae', []), ('base', ['--vae', str(d/'vae'/'vae'), '--shift', '2', '--neg-actions', '0.5']), ('compressor', ['--vae', str(d/'vae'/'vae'), '--model', str(d/'base'/'model')]),
+    stages = [('vae', []), ('base', ['--vae', str(d/'vae'/'vae'), '--shift', '2', '--neg-actions', '0.5', '--screen-pos', '--high-sigma', '0.95']), ('compressor', ['--vae', str(d/'vae'/'vae'), '--model', str(d/'base'/'model')]),
               ('teacher', ['--vae', str(d/'vae'/'vae'), '--init', str(d/'base'/'model'), '--compressor', str(d/'compressor'/'compressor')]),
               ('student', ['--vae', str(d/'vae'/'vae'), '--init', str(d/'teacher'/'model')]),
               ('pdd', ['--vae', str(d/'vae'/'vae'), '--init', str(d/'student'/'model')]),
@@ -106,8 +112,9 @@ def test_every_training_stage_from_the_shell(tmp_path):
         assert r.returncode == 0, f"train {stage}: {r.stderr[-1500:]}"
         m = json.loads(r.stdout.strip().splitlines()[-1])
         assert m['steps'] == 2, (stage, m)
-        if stage == 'base': assert m['shift'] == 2.0 and m['neg_weight'] == 0.5 and m['neg_ratio'] == 1.0, m
-    assert json.loads((d/'base'/'model'/'config.json').read_text())['dit']['shift'] == 2.0       # --shift reached the model it saved
+        if stage == 'base': assert m['shift'] == 2.0 and m['neg_weight'] == 0.5 and m['neg_ratio'] == 1.0 and m['screen_pos'] and m['high_sigma'] == 0.95, m
+    dit = json.loads((d/'base'/'model'/'config.json').read_text())['dit']
+    assert (dit['shift'], dit['screen_pos'], dit['high_sigma']) == (2.0, True, 0.95)              # the flags reached the model it saved
     r = run('play', '--checkpoint', str(d/'dmd'/'model'), '--vae', str(d/'vae'/'vae'), '--actions', 'w*8 right+w*4', '--event', 'at 0.5s: It starts to snow.',
             '--out', str(d/'play.mp4'))
     assert r.returncode == 0, r.stderr[-1500:]

@@ -111,7 +111,8 @@ def cmd_train(a):
     if missing: raise ValueError(f"train {a.stage} needs {' and '.join(missing)}")
     memory = dict(init=a.init, vae=a.vae, compressor=a.compressor, window=a.window)
     extra = dict(base=dict(vae=a.vae, init=a.init, start_share=a.start_share, p_i2v=a.p_i2v, p_high_sigma=a.p_high_sigma, camera_rope=a.camera_rope,
-                          camera_heads=a.camera_heads, shift=a.shift, neg_weight=a.neg_actions, neg_ratio=a.neg_ratio),
+                          camera_heads=a.camera_heads, shift=a.shift, neg_weight=a.neg_actions, neg_ratio=a.neg_ratio,
+                          screen_pos=a.screen_pos, high_sigma=a.high_sigma),
                  compressor=dict(vae=a.vae, model=a.model, window=a.window), teacher=memory, student=memory,
                  pdd=dict(init=a.init, vae=a.vae, window=a.window, solver=a.solver),
                  dmd=dict(init=a.init, vae=a.vae, teacher=a.teacher, window=a.window, dmd_config=dmd_config(a)) if a.stage == 'dmd' else {}).get(a.stage, {})
@@ -151,7 +152,7 @@ def cmd_eval_control(a):
     from worldplay2.train import pretrained, check_latents_match, check_latent_stats
     from worldplay2.vae import load_vae
     from worldplay2.hub import from_pretrained
-    from worldplay2.control_eval import eval_control, model_generator, best_for_control
+    from worldplay2.control_eval import eval_control, eval_motions, model_generator, best_for_control
     from worldplay2.data import list_episodes, split_episodes, samples_dir
     if (a.checkpoint is None) != (a.vae is None): raise ValueError("pass both --checkpoint DIR (model/ of `worldplay2 train base` or `train teacher`) and --vae DIR (its vae/), or neither for the best shipped model")
     ck = a.checkpoint or best_for_control()                                  # the shipped model whose card records the best action accuracy
@@ -162,8 +163,11 @@ def cmd_eval_control(a):
     check_latents_match(vae.config, model.config.vae, 'the VAE', 'the model'); check_latent_stats(model, vae)
     eps = [p for p in list_episodes(a.data or samples_dir()) if (p/'frames.npz').exists()]
     held_out = (split_episodes(eps)[1] or eps) if a.data else eps          # the samples' worlds are never trained on
-    res = eval_control(model_generator(model, vae, a.steps, a.cfg, a.seed, a.guide), held_out, clip=a.clip, res=vae.config.res, max_clips=a.clips,
-                       per_clip=a.per_clip, spread=a.spread)
+    gen = model_generator(model, vae, a.steps, a.cfg, a.seed, a.guide)
+    if a.motions:
+        if a.per_clip: raise ValueError("--per-clip lists the episodes' own clips: it does not go with --motions")
+        res = eval_motions(gen, held_out, clip=a.clip, res=vae.config.res, max_starts=a.clips)
+    else: res = eval_control(gen, held_out, clip=a.clip, res=vae.config.res, max_clips=a.clips, per_clip=a.per_clip, spread=a.spread)
     return emit(a, res | dict(checkpoint=str(ck)))
 
 def cmd_eval_revisit(a):
@@ -242,6 +246,8 @@ def _eval_parser(sub):
                    help="take the clips round the episodes (each one's first, then each one's second, ...); --no-spread: episode by episode, "
                         "so that the first episodes give all the clips (the default order until December 2026)")
     c.add_argument('--per-clip', action='store_true', help="add each clip's record (start, net commands, PSNRs, judgements) under per_clip")
+    c.add_argument('--motions', action='store_true', help="judge one held key at a time (yaw, pitch, forward, lateral) from the start views "
+                   "of the first --clips episodes instead of the episodes' own clips (eval_motions)")
     c.add_argument('--json', action='store_true')
     c.set_defaults(fn=cmd_eval_control)
     sg = e.add_parser('steering', help="held right / left turns from world start views: the generated view's drift beside the true render's")
@@ -307,13 +313,16 @@ def _train_parser(sub):
     t.add_argument('--guidance', type=float, default=1.0, help="dmd: action guidance of the teacher's score, away from standing still (1: none)")
     t.add_argument('--start-share', type=float, default=0.5, help="base: share of training windows that start at a stream's lone first frame")
     t.add_argument('--p-i2v', type=float, default=None, help="base: chance that a window's first latent is given clean (default: the model config's)")
-    t.add_argument('--p-high-sigma', type=float, default=None, help="base: chance that a window's noise level is drawn from [0.9, 1] (default: the model config's)")
+    t.add_argument('--p-high-sigma', type=float, default=None, help="base: chance that a window's noise level is drawn from [--high-sigma, 1] (default: the model config's)")
+    t.add_argument('--high-sigma', type=float, default=None, help="base: the lower end of those noise levels (DiTConfig.high_sigma; default: the model config's, 0.9)")
     t.add_argument('--camera-rope', action=argparse.BooleanOptionalAction, default=None,
                    help="base: turn each latent's rotary positions with the camera (DiTConfig.camera_rope; default: the model config's, off for a new one)")
     t.add_argument('--shift', type=float, default=None,
                    help="base: timestep shift of the noise levels trained at and sampled with (DiTConfig.shift; default: the model config's)")
     t.add_argument('--camera-heads', type=int, default=None,
                    help="base: with --camera-rope, how many heads of each block turn with the camera (DiTConfig.camera_heads; 0 = all)")
+    t.add_argument('--screen-pos', action=argparse.BooleanOptionalAction, default=None,
+                   help="base: give each token a learned embedding of its place on the screen (DiTConfig.screen_pos; default: the model config's, off for a new one)")
     t.add_argument('--neg-actions', type=float, default=0.0,
                    help="base: weight of the mirrored-actions hinge (flow_step's neg_weight; 0: none): a clip's loss with its actions mirrored must exceed --neg-ratio times its loss with them")
     t.add_argument('--neg-ratio', type=float, default=1.0, help="base: with --neg-actions, the ratio the mirrored loss must reach")

@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['DiTConfig', 'ModelConfig', 'model_config', 'rope_angles', 'apply_rope', 'token_positions', 'timestep_embedding',
-           'modulate', 'Room', 'Attention', 'DiTBlock', 'MemoryTokens', 'WorldDiT', 'WorldModel', 'frame_causal_mask',
-           'shift_sigma', 'FlowMatching', 'EulerSampler', 'flow_step']
+           'modulate', 'Room', 'Attention', 'DiTBlock', 'MemoryTokens', 'WorldDiT', 'WorldModel', 'with_screen_pos',
+           'frame_causal_mask', 'shift_sigma', 'FlowMatching', 'EulerSampler', 'flow_step']
 
 # %% ../nbs/04_dit.ipynb #9b3c7515
 import math
@@ -36,6 +36,7 @@ class DiTConfig:
     sigma_floor: float = 0.05
     camera_rope: bool = False     # move each latent's (y, x) rotary positions by the camera turn since the clip's first (notebook 03)
     camera_heads: int = 0         # with camera_rope: how many heads (the first ones) take the turned positions, 0 = all; the others stay on the screen's grid
+    screen_pos: bool = False      # add a learned embedding of each token's place on the screen (row, column) to the residual stream
 
     def __post_init__(self):
         if not 0 <= self.camera_heads <= self.heads: raise ValueError(f"camera_heads must be in [0, heads={self.heads}], got {self.camera_heads}")
@@ -182,6 +183,7 @@ class WorldDiT(nn.Module):
         super().__init__()
         self.c, d = c, c.d_model
         self.patchify = nn.Linear(c.z_ch*c.patch**2, d)
+        self.screen = nn.Parameter(torch.zeros(c.tokens_per_frame, d)) if c.screen_pos else None     # zero: starts as the model without it
         self.temb = nn.Sequential(nn.Linear(d, d), nn.SiLU(), nn.Linear(d, d))
         self.blocks = nn.ModuleList(DiTBlock(c, ctl) for _ in range(c.depth))
         self.norm_out = nn.LayerNorm(d, elementwise_affine=False, eps=1e-6)
@@ -213,9 +215,10 @@ class WorldDiT(nn.Module):
         return turned if k == H else torch.cat([turned.expand(B, k, -1, -1), ang.expand(B, H - k, -1, -1)], 1)
 
     def tokens(self, z):
-        "Patchify latents (B, n, C, h, w) -> (B, n·S, D), frame-major."
-        p = self.c.patch
-        return self.patchify(rearrange(z, 'b n c (y p) (x q) -> b (n y x) (c p q)', p=p, q=p))
+        "Patchify latents (B, n, C, h, w) -> (B, n·S, D), frame-major; with `screen_pos`, each token plus its place on the screen."
+        p, n = self.c.patch, z.shape[1]
+        h = self.patchify(rearrange(z, 'b n c (y p) (x q) -> b (n y x) (c p q)', p=p, q=p))
+        return h if self.screen is None else h + repeat(self.screen, 's d -> (n s) d', n=n)
 
     def forward(self, x, sigma, e, ctx, ctx_mask=None, mask=None, t0=0.0, memory: MemoryTokens = None, past=None, keep=None, head=None,
                 offset=None):
@@ -267,6 +270,16 @@ class WorldModel(nn.Module):
         c = self.config
         off = camera_offsets(actions, c.control.t_factor, c.dit.latent_res//c.dit.patch) if c.dit.camera_rope else None
         return self.dit(x, sigma, e, ctx, ctx_mask, mask, t0, memory, offset=off, **kw)
+
+def with_screen_pos(model: WorldModel) -> WorldModel:
+    "A copy of `model` with screen positions added (`DiTConfig.screen_pos`; zero at first, so it computes what `model` does)."
+    import copy
+    cfg = copy.deepcopy(model.config); cfg.dit.screen_pos = True
+    new = WorldModel(cfg)
+    missing, unexpected = new.load_state_dict(model.state_dict(), strict=False)
+    if missing != ['dit.screen'] or unexpected: raise ValueError(f"not a model without screen positions: missing {missing}, unexpected {unexpected}")
+    if hasattr(model, 'latent_stats'): new.latent_stats = model.latent_stats
+    return new.train(model.training)
 
 # %% ../nbs/04_dit.ipynb #ba3ee332
 def frame_causal_mask(n: int, S: int, device=None):
