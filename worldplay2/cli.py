@@ -112,7 +112,7 @@ def cmd_train(a):
     memory = dict(init=a.init, vae=a.vae, compressor=a.compressor, window=a.window)
     extra = dict(base=dict(vae=a.vae, init=a.init, start_share=a.start_share, p_i2v=a.p_i2v, p_high_sigma=a.p_high_sigma, camera_rope=a.camera_rope,
                           camera_heads=a.camera_heads, shift=a.shift, neg_weight=a.neg_actions, neg_ratio=a.neg_ratio,
-                          screen_pos=a.screen_pos, high_sigma=a.high_sigma),
+                          screen_pos=a.screen_pos, high_sigma=a.high_sigma, travel=a.travel),
                  compressor=dict(vae=a.vae, model=a.model, window=a.window), teacher=memory, student=memory,
                  pdd=dict(init=a.init, vae=a.vae, window=a.window, solver=a.solver),
                  dmd=dict(init=a.init, vae=a.vae, teacher=a.teacher, window=a.window, dmd_config=dmd_config(a)) if a.stage == 'dmd' else {}).get(a.stage, {})
@@ -323,6 +323,8 @@ def _train_parser(sub):
                    help="base: with --camera-rope, how many heads of each block turn with the camera (DiTConfig.camera_heads; 0 = all)")
     t.add_argument('--screen-pos', action=argparse.BooleanOptionalAction, default=None,
                    help="base: give each token a learned embedding of its place on the screen (DiTConfig.screen_pos; default: the model config's, off for a new one)")
+    t.add_argument('--travel', action=argparse.BooleanOptionalAction, default=None,
+                   help="base: also embed the walk and turn commanded since the clip's first latent (ControlConfig.travel; default: the model config's, off for a new one)")
     t.add_argument('--neg-actions', type=float, default=0.0,
                    help="base: weight of the mirrored-actions hinge (flow_step's neg_weight; 0: none): a clip's loss with its actions mirrored must exceed --neg-ratio times its loss with them")
     t.add_argument('--neg-ratio', type=float, default=1.0, help="base: with --neg-actions, the ratio the mirrored loss must reach")

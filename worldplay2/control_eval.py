@@ -38,7 +38,8 @@ def judge_clip(generate, world, pose, t0: float, actions, caps: dict, res: int) 
     first = world.render(pose[None], [t0], res)[0][0]
     gen, gen_wrong = generate(first, actions, caps)[1:], generate(first, mirror_actions(actions), caps)[1:]
     x = dict(psnr_gt=psnr(gen, gt), psnr_copy_first=psnr(np.repeat(first[None], len(gt), 0), gt), psnr_wrong_actions=psnr(gen_wrong, gt),
-             psnr_gen_vs_mirrored_gt=psnr(gen, wrong_gt), psnr_wrong_vs_mirrored_gt=psnr(gen_wrong, wrong_gt), psnr_gt_vs_mirrored_gt=psnr(gt, wrong_gt))
+             psnr_gen_vs_mirrored_gt=psnr(gen, wrong_gt), psnr_wrong_vs_mirrored_gt=psnr(gen_wrong, wrong_gt), psnr_gt_vs_mirrored_gt=psnr(gt, wrong_gt),
+             psnr_gen_vs_mirrored_gen=psnr(gen, gen_wrong))
     return x | dict(commanded_right=x['psnr_gt'] > x['psnr_gen_vs_mirrored_gt'],              # each closer to its own true frames
                     mirrored_right=x['psnr_wrong_vs_mirrored_gt'] > x['psnr_wrong_actions'])
 
@@ -87,7 +88,8 @@ MOTIONS = dict(yaw=(0, TURN_RATE, 0, 0), pitch=(2, 0, 0, 0), forward=(0, 0, 1, 0
 def eval_motions(generate, episodes, clip: int = 17, res: int = None, max_starts: int = 12, motions: dict = MOTIONS) -> dict:
     """`eval_control`'s judgement on one held key at a time: from the start view (frame 0, in its perspective) of each of the first
     `max_starts` synthetic `episodes`, each motion of `motions` held for the whole clip against its mirror image. Per motion: the
-    accuracy, `psnr_gt`, `psnr_gt_vs_mirrored_gt` (the two truths against each other: the judgement's margin) and the clip count;
+    accuracy, `psnr_gt`, `psnr_gt_vs_mirrored_gt` (the two truths against each other: the judgement's margin),
+    `psnr_gen_vs_mirrored_gen` (the two generated clips against each other: how much the key changed them) and the clip count;
     `action_accuracy` over all."""
     eps = [ep for p in episodes for ep in [read_episode(p)] if 'world' in ep.meta][:max_starts]
     if not eps: raise ValueError(f"no synthetic episode (with its world) among {len(episodes)} episodes")
@@ -100,7 +102,8 @@ def eval_motions(generate, episodes, clip: int = 17, res: int = None, max_starts
     acc = lambda rs: round(float(np.mean([x['commanded_right'] + x['mirrored_right'] for x in rs]))/2, 3)
     m = lambda rs, key: round(float(np.mean([x[key] for x in rs])), 3)
     return dict(action_accuracy=acc(sum(recs.values(), [])), starts=len(eps),
-                **{k: dict(action_accuracy=acc(rs), psnr_gt=m(rs, 'psnr_gt'), psnr_gt_vs_mirrored_gt=m(rs, 'psnr_gt_vs_mirrored_gt'), clips=len(rs))
+                **{k: dict(action_accuracy=acc(rs), psnr_gt=m(rs, 'psnr_gt'), psnr_gt_vs_mirrored_gt=m(rs, 'psnr_gt_vs_mirrored_gt'),
+                                psnr_gen_vs_mirrored_gen=m(rs, 'psnr_gen_vs_mirrored_gen'), clips=len(rs))
                    for k, rs in recs.items()})
 
 # %% ../nbs/05a_control_eval.ipynb #62198bac

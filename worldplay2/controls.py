@@ -4,7 +4,8 @@
 
 # %% auto #0
 __all__ = ['FIELDS', 'ControlConfig', 'latent_groups', 'latent_mean', 'ActionEncoder', 'mirror_actions', 'still_actions', 'guide',
-           'ActionInjection', 'camera_offsets', 'words', 'hash_tokens', 'flat_caption', 'TextEncoder', 'CaptionCache']
+           'ActionInjection', 'camera_offsets', 'camera_travel', 'words', 'hash_tokens', 'flat_caption', 'TextEncoder',
+           'CaptionCache']
 
 # %% ../nbs/03_controls.ipynb #9a78bdf5
 import math, re, zlib
@@ -12,7 +13,7 @@ import numpy as np
 from dataclasses import dataclass, asdict
 import torch, torch.nn as nn, torch.nn.functional as F
 from einops import rearrange, repeat
-from .world import TURN_RATE, FOV
+from .world import TURN_RATE, FOV, FPS, MOVE_SPEED
 
 # %% ../nbs/03_controls.ipynb #4f20b037
 @dataclass
@@ -26,6 +27,7 @@ class ControlConfig:
     max_words: int = 48         # per field
     structured: bool = True     # False: one flat caption (Tab. 6 ablation)
     t_factor: int = 4           # video frames per latent (the VAE's)
+    travel: bool = False        # also embed the walk and turn commanded since the clip's first latent (`camera_travel`)
 
 def latent_groups(T: int, t_factor: int = 4):
     "Frame index ranges of each latent for a T-frame clip: the first latent holds frame 0 alone."
@@ -48,6 +50,8 @@ class ActionEncoder(nn.Module):
         d, self.t_factor = c.d_action, c.t_factor
         self.E = nn.Sequential(nn.Linear(2, d), nn.SiLU(), nn.Linear(d, d))
         self.fwd, self.lat, self.persp, self.jump = nn.Embedding(3, d), nn.Embedding(3, d), nn.Embedding(2, d), nn.Embedding(2, d)
+        self.travel = nn.Sequential(nn.Linear(4, d), nn.SiLU(), nn.Linear(d, d)) if c.travel else None
+        if c.travel: nn.init.zeros_(self.travel[-1].weight); nn.init.zeros_(self.travel[-1].bias)     # zero: adds nothing at first
 
     def frames(self, a):
         "Per-frame embeddings: actions (B, T, 6) -> (B, T, d)."
@@ -58,6 +62,10 @@ class ActionEncoder(nn.Module):
     def forward(self, a):
         "Actions (B, T, 6) -> one embedding per latent: T = 1 + 4k at a stream's start (first latent alone) gives 1 + k; T = 4k (later) gives k."
         return latent_mean(self.frames(a), self.t_factor)
+
+    def travelled(self, a):
+        "With `ControlConfig.travel`, per latent (B, n, d) the embedding of `camera_travel(a)`: a whole clip's, from its first latent."
+        return self.travel(camera_travel(a, self.t_factor))
 
 # %% ../nbs/03_controls.ipynb #895787ac
 def mirror_actions(actions):
@@ -99,6 +107,23 @@ def camera_offsets(actions, t_factor: int, side: int, fov: float = FOV):
     lat = latent_mean(actions[..., :2].float().cumsum(1), t_factor)             # (B, n, 2): pitch, yaw turned by each latent's middle
     lat = lat - lat[:, :1]
     return torch.stack([-lat[..., 0], lat[..., 1]], -1)*per_deg              # looking up moves the view down the image
+
+# %% ../nbs/03_controls.ipynb #10733dac
+def camera_travel(actions, t_factor: int):
+    """Per latent (B, n, 4): the (forward, lateral) walk and the (pitch, yaw) turn commanded since the clip's first latent, in that
+    latent's heading, in seconds of walking and turning; actions (B, T, 6) with T = 1 + 4k (a stream's start) or 4k (later)."""
+    a = actions.float()
+    turn = a[..., :2].cumsum(1)                                                 # (B, T, 2): pitch, yaw after each frame
+    mid = torch.deg2rad(turn[..., 1] - a[..., 1]/2)                            # each step's heading, halfway through its turn
+    f, l = a[..., 2], a[..., 3]
+    norm = torch.hypot(f, l).clamp_min(1.0)                                     # a diagonal step is as long as a straight one
+    pos = (torch.stack([f*mid.cos() - l*mid.sin(), f*mid.sin() + l*mid.cos()], -1)*(MOVE_SPEED/norm[..., None])).cumsum(1)
+    lat = latent_mean(torch.cat([pos, turn], -1), t_factor)
+    d = lat - lat[:, :1]
+    h0 = torch.deg2rad(lat[:, :1, 3])                                           # the first latent's heading
+    fwd, side = d[..., 0]*h0.cos() + d[..., 1]*h0.sin(), d[..., 1]*h0.cos() - d[..., 0]*h0.sin()
+    return torch.stack([fwd/(MOVE_SPEED*FPS), side/(MOVE_SPEED*FPS), d[..., 2]/(TURN_RATE*FPS), d[..., 3]/(TURN_RATE*FPS)], -1)
+
 
 # %% ../nbs/03_controls.ipynb #00202f1b
 FIELDS = ('scene', 'character', 'event')

@@ -17,7 +17,7 @@ import lightning as L
 import numpy as np
 from .data import WorldDataModule, list_episodes, write_json_atomic, read_episode, split_episodes, event_at, _atomic_dir, _load_json, frames_to_tensor
 from .vae import CausalVAE, LitVAE, vae_config, save_vae, load_vae, save_weights, load_weights, fit_latent_stats, bench_vae, pca_init
-from .dit import WorldModel, FlowMatching, flow_step, model_config, with_screen_pos
+from .dit import WorldModel, FlowMatching, flow_step, model_config, with_new_parts, NEW_PARTS
 from .controls import mirror_actions
 
 # %% ../nbs/05_training.ipynb #84f8ae39
@@ -246,7 +246,7 @@ def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_si
                num_workers: int = 0, seed: int = 0, progress: bool = True, vae=None, n_latents: int = 5, start_share: float = 0.5,
                init=None, p_i2v: float = None, p_high_sigma: float = None, camera_rope: bool = None, camera_heads: int = None,
                shift: float = None, neg_weight: float = 0.0, neg_ratio: float = 1.0, screen_pos: bool = None,
-               high_sigma: float = None, **trainer_kw) -> dict:
+               high_sigma: float = None, travel: bool = None, **trainer_kw) -> dict:
     """Stages 1–2: encode the episodes under `data` with the trained VAE (`vae`: its folder), then train the bidirectional WorldModel of
     `preset` — from scratch, or from the model/ folder `init` of an earlier run (its network config; `preset` still sets the
     step count, batch size and learning rate). A `start_share` of the training windows (drawn with replacement) start at a stream's
@@ -256,7 +256,8 @@ def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_si
     how many heads of each block (`DiTConfig.camera_heads`, 0 = all), `shift` the timestep shift of the noise levels it trains at
     and samples with (`DiTConfig.shift`: higher draws noisier levels), `neg_weight` and `neg_ratio` those of `flow_step`'s mirrored-actions
     hinge (0: none), `screen_pos` whether each token also learns its place on the screen (`DiTConfig.screen_pos`; a model trained without
-    gains it, starting at zero), `high_sigma` the lower end of the noise levels drawn with `p_high_sigma` (`DiTConfig.high_sigma`)."""
+    gains it, starting at zero), `high_sigma` the lower end of the noise levels drawn with `p_high_sigma` (`DiTConfig.high_sigma`),
+    `travel` whether the actions also give the walk and turn since the clip's first latent (`ControlConfig.travel`; gained likewise)."""
     out = Path(out)
     if vae is None: raise ValueError("train base needs the trained VAE: pass vae=DIR (the vae/ folder of `worldplay2 train vae`)")
     for name, x in (('start_share', start_share), ('p_i2v', p_i2v), ('p_high_sigma', p_high_sigma), ('high_sigma', high_sigma)):
@@ -266,9 +267,13 @@ def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_si
     v = load_vae(vae)
     model = load_world(init).train() if init is not None else None
     if model is not None: check_latent_stats(model, v, f"the model of {init}")
-    if model is not None and screen_pos is not None and screen_pos != model.config.dit.screen_pos:
-        if not screen_pos: raise ValueError(f"the model of {init} has learnt screen positions (DiTConfig.screen_pos): they cannot be dropped")
-        model = with_screen_pos(model)
+    asked = {k: on for k, on in dict(screen_pos=screen_pos, travel=travel).items() if on is not None}
+    if model is not None:
+        has = dict(screen_pos=model.config.dit.screen_pos, travel=model.config.control.travel)
+        dropped = [k for k, on in asked.items() if has[k] and not on]
+        if dropped: raise ValueError(f"the model of {init} has learnt {' and '.join(NEW_PARTS[k][1] for k in dropped)} ({', '.join(dropped)}): they cannot be dropped")
+        gained = {k: True for k, on in asked.items() if on and not has[k]}
+        if gained: model = with_new_parts(model, **gained)
     cfg = model.config if model is not None else model_config(preset)
     check_latents_match(v.config, cfg.vae, f"{vae}: the VAE", f"the model of {init}" if init is not None else f"preset {preset}")
     cfg.vae = v.config
@@ -278,6 +283,7 @@ def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_si
     if camera_rope is not None: cfg.dit.camera_rope = camera_rope
     if shift is not None: cfg.dit.shift = shift
     if screen_pos is not None: cfg.dit.screen_pos = screen_pos
+    if travel is not None: cfg.control.travel = travel
     if camera_heads is not None: cfg.dit.camera_heads = camera_heads; cfg.dit.__post_init__()           # checked against heads
     paths = encode_latents(v, data, out/'latents', progress)
     train, val = split_episodes(paths)
@@ -300,7 +306,7 @@ def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_si
     r = trainer.validate(lit, mk(val, False), verbose=False)[0]
     metrics = dict(stage='base', preset=preset, steps=int(trainer.global_step), batch_size=bs, episodes=len(paths), val_loss=round(r['val/loss'], 4),
                    val_loss_mirrored=round(r['val/loss_mirrored'], 4), init=None if init is None else str(init), start_share=start_share,
-                   p_i2v=cfg.dit.p_i2v, p_high_sigma=cfg.dit.p_high_sigma, high_sigma=cfg.dit.high_sigma, camera_rope=cfg.dit.camera_rope, camera_heads=cfg.dit.camera_heads, screen_pos=cfg.dit.screen_pos,
+                   p_i2v=cfg.dit.p_i2v, p_high_sigma=cfg.dit.p_high_sigma, high_sigma=cfg.dit.high_sigma, camera_rope=cfg.dit.camera_rope, camera_heads=cfg.dit.camera_heads, screen_pos=cfg.dit.screen_pos, travel=cfg.control.travel,
                    shift=cfg.dit.shift, **(dict(neg_weight=neg_weight, neg_ratio=neg_ratio) if neg_weight else {}), wall_s_this_run=round(time.time() - t0, 1), params=sum(p.numel() for p in lit.model.parameters()))
     write_json_atomic(out/'metrics.json', metrics)
     return metrics
@@ -326,7 +332,7 @@ def pretrained(name: str) -> Path:
 # %% ../nbs/05_training.ipynb #3c09d7df
 _STEP_PROBE = """
 import json, resource, sys, time, torch
-from worldplay2.dit import WorldModel, FlowMatching, flow_step, model_config, with_screen_pos
+from worldplay2.dit import WorldModel, FlowMatching, flow_step, model_config, with_new_parts, NEW_PARTS
 preset, n, B, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 c = model_config(preset); torch.manual_seed(0)
 m = WorldModel(c); opt = torch.optim.AdamW(m.parameters(), lr=1e-4); fm = FlowMatching(c.dit.shift)
