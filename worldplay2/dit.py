@@ -269,7 +269,7 @@ class WorldModel(nn.Module):
         if e.shape[1] != x.shape[1]: raise ValueError(f"{actions.shape[1]} action frames make {e.shape[1]} latents, but x has {x.shape[1]}")
         c = self.config
         if c.control.travel:                                                     # the walk since the clip's first latent (notebook 03)
-            if memory is not None or kw.get('past') is not None:
+            if memory is not None or kw.get('past') is not None or kw.get('keep') is not None:
                 raise ValueError("the model embeds the travel since a clip's first latent (ControlConfig.travel), defined for a whole clip, "
                                  "not for memory or a KV cache, which would need each frame's absolute place")
             e = e + self.actions.travelled(actions)
@@ -284,13 +284,14 @@ def with_new_parts(model: WorldModel, screen_pos: bool = False, travel: bool = F
     import copy
     asked = [k for k, on in dict(screen_pos=screen_pos, travel=travel).items() if on]
     if not asked: raise ValueError(f"no part asked for: pass one of {list(NEW_PARTS)}")
+    has = [k for k in asked if getattr(getattr(model.config, NEW_PARTS[k][0]), k)]
+    if has: raise ValueError(f"the model already has {' and '.join(NEW_PARTS[k][1] for k in has)} ({', '.join(has)})")
     cfg = copy.deepcopy(model.config)
     for k in asked: setattr(getattr(cfg, NEW_PARTS[k][0]), k, True)
     new = WorldModel(cfg)
     missing, unexpected = new.load_state_dict(model.state_dict(), strict=False)
     added = {n for n, _ in new.named_parameters() if n not in dict(model.named_parameters())}
-    if unexpected or set(missing) != added or any(getattr(getattr(model.config, NEW_PARTS[k][0]), k) for k in asked):
-        raise ValueError(f"not a model without {' and '.join(NEW_PARTS[k][1] for k in asked)}: missing {missing}, unexpected {unexpected}")
+    if unexpected or set(missing) != added: raise ValueError(f"the weights do not fit its config: missing {missing}, unexpected {unexpected}")
     if hasattr(model, 'latent_stats'): new.latent_stats = model.latent_stats
     return new.train(model.training)
 

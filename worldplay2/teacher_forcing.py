@@ -41,9 +41,6 @@ class MemoryWorld(nn.Module):
             raise ValueError("the model turns its rotary positions with the camera (DiTConfig.camera_rope), relative to a clip's first latent; "
                              "memory needs absolute positions: start from a model trained without it (train base --no-camera-rope; "
                              "the shipped small-base has it on)")
-        if model.config.control.travel:
-            raise ValueError("the model embeds the travel since a clip's first latent (ControlConfig.travel); memory needs each frame's "
-                             "absolute place: start from a model trained without it")
         self.model, self.compressor = model, compressor
 
     @property

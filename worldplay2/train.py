@@ -271,7 +271,7 @@ def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_si
     if model is not None:
         has = dict(screen_pos=model.config.dit.screen_pos, travel=model.config.control.travel)
         dropped = [k for k, on in asked.items() if has[k] and not on]
-        if dropped: raise ValueError(f"the model of {init} has learnt {' and '.join(NEW_PARTS[k][1] for k in dropped)} ({', '.join(dropped)}): they cannot be dropped")
+        if dropped: raise ValueError(f"the model of {init} has learnt {' and '.join(NEW_PARTS[k][1] for k in dropped)} ({', '.join(dropped)}), which cannot be dropped")
         gained = {k: True for k, on in asked.items() if on and not has[k]}
         if gained: model = with_new_parts(model, **gained)
     cfg = model.config if model is not None else model_config(preset)
