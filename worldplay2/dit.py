@@ -5,7 +5,8 @@
 # %% auto #0
 __all__ = ['NEW_PARTS', 'DiTConfig', 'ModelConfig', 'model_config', 'rope_angles', 'apply_rope', 'token_positions',
            'timestep_embedding', 'modulate', 'Room', 'Attention', 'DiTBlock', 'MemoryTokens', 'WorldDiT', 'WorldModel',
-           'with_new_parts', 'frame_causal_mask', 'shift_sigma', 'FlowMatching', 'EulerSampler', 'flow_step']
+           'has_part', 'with_new_parts', 'frame_causal_mask', 'shift_sigma', 'FlowMatching', 'EulerSampler',
+           'flow_step']
 
 # %% ../nbs/04_dit.ipynb #9b3c7515
 import math
@@ -278,13 +279,17 @@ class WorldModel(nn.Module):
 
 NEW_PARTS = dict(screen_pos=('dit', 'screen positions'), travel=('control', 'the travel embedding'))   # flag: (config, what it adds)
 
+def has_part(config: ModelConfig, name: str) -> bool:
+    "Whether `config` turns on the part `name` of `NEW_PARTS`."
+    return getattr(getattr(config, NEW_PARTS[name][0]), name)
+
 def with_new_parts(model: WorldModel, screen_pos: bool = False, travel: bool = False) -> WorldModel:
     """A copy of `model` with the parts asked for added: screen positions (`DiTConfig.screen_pos`), the travel embedding
     (`ControlConfig.travel`). Each starts at zero, so the copy computes what `model` does."""
     import copy
     asked = [k for k, on in dict(screen_pos=screen_pos, travel=travel).items() if on]
     if not asked: raise ValueError(f"no part asked for: pass one of {list(NEW_PARTS)}")
-    has = [k for k in asked if getattr(getattr(model.config, NEW_PARTS[k][0]), k)]
+    has = [k for k in asked if has_part(model.config, k)]
     if has: raise ValueError(f"the model already has {' and '.join(NEW_PARTS[k][1] for k in has)} ({', '.join(has)})")
     cfg = copy.deepcopy(model.config)
     for k in asked: setattr(getattr(cfg, NEW_PARTS[k][0]), k, True)

@@ -17,7 +17,7 @@ import lightning as L
 import numpy as np
 from .data import WorldDataModule, list_episodes, write_json_atomic, read_episode, split_episodes, event_at, _atomic_dir, _load_json, frames_to_tensor
 from .vae import CausalVAE, LitVAE, vae_config, save_vae, load_vae, save_weights, load_weights, fit_latent_stats, bench_vae, pca_init
-from .dit import WorldModel, FlowMatching, flow_step, model_config, with_new_parts, NEW_PARTS
+from .dit import WorldModel, FlowMatching, flow_step, model_config, with_new_parts, has_part, NEW_PARTS
 from .controls import mirror_actions
 
 # %% ../nbs/05_training.ipynb #84f8ae39
@@ -269,10 +269,9 @@ def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_si
     if model is not None: check_latent_stats(model, v, f"the model of {init}")
     asked = {k: on for k, on in dict(screen_pos=screen_pos, travel=travel).items() if on is not None}
     if model is not None:
-        has = dict(screen_pos=model.config.dit.screen_pos, travel=model.config.control.travel)
-        dropped = [k for k, on in asked.items() if has[k] and not on]
+        dropped = [k for k, on in asked.items() if has_part(model.config, k) and not on]
         if dropped: raise ValueError(f"the model of {init} has learnt {' and '.join(NEW_PARTS[k][1] for k in dropped)} ({', '.join(dropped)}), which cannot be dropped")
-        gained = {k: True for k, on in asked.items() if on and not has[k]}
+        gained = {k: True for k, on in asked.items() if on and not has_part(model.config, k)}
         if gained: model = with_new_parts(model, **gained)
     cfg = model.config if model is not None else model_config(preset)
     check_latents_match(v.config, cfg.vae, f"{vae}: the VAE", f"the model of {init}" if init is not None else f"preset {preset}")
@@ -282,8 +281,7 @@ def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_si
     if high_sigma is not None: cfg.dit.high_sigma = high_sigma
     if camera_rope is not None: cfg.dit.camera_rope = camera_rope
     if shift is not None: cfg.dit.shift = shift
-    if screen_pos is not None: cfg.dit.screen_pos = screen_pos
-    if travel is not None: cfg.control.travel = travel
+    for k, on in asked.items(): setattr(getattr(cfg, NEW_PARTS[k][0]), k, on)
     if camera_heads is not None: cfg.dit.camera_heads = camera_heads; cfg.dit.__post_init__()           # checked against heads
     paths = encode_latents(v, data, out/'latents', progress)
     train, val = split_episodes(paths)
@@ -332,7 +330,7 @@ def pretrained(name: str) -> Path:
 # %% ../nbs/05_training.ipynb #3c09d7df
 _STEP_PROBE = """
 import json, resource, sys, time, torch
-from worldplay2.dit import WorldModel, FlowMatching, flow_step, model_config, with_new_parts, NEW_PARTS
+from worldplay2.dit import WorldModel, FlowMatching, flow_step, model_config
 preset, n, B, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 c = model_config(preset); torch.manual_seed(0)
 m = WorldModel(c); opt = torch.optim.AdamW(m.parameters(), lr=1e-4); fm = FlowMatching(c.dit.shift)
