@@ -26,6 +26,8 @@ def test_bad_arguments_give_clear_errors(tmp_path):
     assert r.returncode == 2 and "invalid choice: 'swim'" in r.stderr
     r = run('train', 'base', '--out', str(tmp_path/'b'), '--data', str(tmp_path), '--vae', str(tmp_path), '--shift', '0')
     assert r.returncode != 0 and 'shift must be positive, got 0.0' in r.stderr and 'Traceback' not in r.stderr
+    r = run('train', 'vae', '--out', str(tmp_path/'v'), '--data', str(tmp_path), '--max-time', '0')
+    assert r.returncode != 0 and '--max-time must be a positive number of seconds, got 0.0' in r.stderr and 'Traceback' not in r.stderr
 
 def test_generate_resumes_after_kill(tmp_path):
     "Kill a generation mid-run: no half-written episode appears, and re-running completes it identically."
@@ -113,6 +115,10 @@ def test_every_training_stage_from_the_shell(tmp_path):
         m = json.loads(r.stdout.strip().splitlines()[-1])
         assert m['steps'] == 2, (stage, m)
         if stage == 'base': assert m['shift'] == 2.0 and m['neg_weight'] == 0.5 and m['neg_ratio'] == 1.0 and m['screen_pos'] and m['high_sigma'] == 0.95, m
+    r = run('train', 'vae', '--out', str(d/'vae-timed'), *common[:-3], '--max-steps', '100000', '--max-time', '2', '--quiet')
+    assert r.returncode == 0, r.stderr[-1500:]
+    assert 0 < json.loads(r.stdout.strip().splitlines()[-1])['steps'] < 100000          # --max-time stopped it, and it saved
+    assert (d/'vae-timed'/'vae'/'config.json').exists()
     dit = json.loads((d/'base'/'model'/'config.json').read_text())['dit']
     assert (dit['shift'], dit['screen_pos'], dit['high_sigma']) == (2.0, True, 0.95)              # the flags reached the model it saved
     r = run('play', '--checkpoint', str(d/'dmd'/'model'), '--vae', str(d/'vae'/'vae'), '--actions', 'w*8 right+w*4', '--event', 'at 0.5s: It starts to snow.',

@@ -81,6 +81,9 @@ def dmd_config(a):
 
 def cmd_train(a):
     "Train one stage, or the whole recipe (`train all`)."
+    from datetime import timedelta
+    if a.max_time is not None and a.stage == 'all': raise ValueError("--max-time is for one stage, not train all")
+    if a.max_time is not None and not a.max_time > 0: raise ValueError(f"--max-time must be a positive number of seconds, got {a.max_time}")
     if a.stage == 'all':
         from worldplay2.hub import train_all
         devices = int(a.devices) if str(a.devices).isdigit() else a.devices
@@ -117,7 +120,8 @@ def cmd_train(a):
                  pdd=dict(init=a.init, vae=a.vae, window=a.window, solver=a.solver),
                  dmd=dict(init=a.init, vae=a.vae, teacher=a.teacher, window=a.window, dmd_config=dmd_config(a)) if a.stage == 'dmd' else {}).get(a.stage, {})
     m = runners[a.stage](a.data, a.out, a.preset, a.max_steps, a.batch_size, devices=devices, strategy=a.strategy,
-                         num_workers=a.num_workers, seed=a.seed, progress=not a.quiet, **extra)
+                         num_workers=a.num_workers, seed=a.seed, progress=not a.quiet, **extra,
+                         **({} if a.max_time is None else dict(max_time=timedelta(seconds=a.max_time))))
     if m: print(json.dumps(m))
     return m
 
@@ -332,6 +336,8 @@ def _train_parser(sub):
     t.add_argument('--workers', type=int, default=1, help='all: processes generating the data')
     t.add_argument('--out', required=True, help='run folder: checkpoints, logs, final model, metrics.json')
     t.add_argument('--max-steps', type=int, default=None)
+    t.add_argument('--max-time', type=float, default=None,
+                   help="seconds of training after which Lightning stops (the model is saved as at the last step); the learning-rate schedule still spans --max-steps")
     t.add_argument('--batch-size', type=int, default=None)
     t.add_argument('--devices', default=1, help="Lightning devices: a count, or 'auto'")
     t.add_argument('--strategy', default='auto', help='Lightning strategy: auto, ddp, fsdp, ...')
