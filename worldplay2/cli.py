@@ -167,7 +167,7 @@ def cmd_eval_control(a):
     check_latents_match(vae.config, model.config.vae, 'the VAE', 'the model'); check_latent_stats(model, vae)
     eps = [p for p in list_episodes(a.data or samples_dir()) if (p/'frames.npz').exists()]
     held_out = (split_episodes(eps)[1] or eps) if a.data else eps          # the samples' worlds are never trained on
-    gen = model_generator(model, vae, a.steps, a.cfg, a.seed, a.guide)
+    gen = model_generator(model, vae, a.steps, a.cfg, a.seed, a.guide, a.cfg_above)
     if a.motions:
         if a.per_clip: raise ValueError("--per-clip lists the episodes' own clips: it does not go with --motions")
         res = eval_motions(gen, held_out, clip=a.clip, res=vae.config.res, max_starts=a.clips)
@@ -245,6 +245,7 @@ def _eval_parser(sub):
     c.add_argument('--steps', type=int, default=30)
     c.add_argument('--cfg', type=float, default=1.0, help='classifier-free guidance strength (1: none)')
     c.add_argument('--guide', choices=('caption', 'actions'), default='caption', help="what --cfg guides away from: empty captions, or standing still")
+    c.add_argument('--cfg-above', type=float, default=0.0, metavar='SIGMA', help='guide only the sampler steps that start at noise level σ ≥ SIGMA (0: every step)')
     c.add_argument('--seed', type=int, default=0, help='seed of the sampler noise (the same for commanded and mirrored actions)')
     c.add_argument('--spread', action=argparse.BooleanOptionalAction, default=True,
                    help="take the clips round the episodes (each one's first, then each one's second, ...); --no-spread: episode by episode, "

@@ -107,13 +107,14 @@ def eval_motions(generate, episodes, clip: int = 17, res: int = None, max_starts
                    for k, rs in recs.items()})
 
 # %% ../nbs/05a_control_eval.ipynb #62198bac
-def model_generator(model, vae, steps: int = 30, cfg: float = 1.0, seed: int = 0, guide: str = 'caption'):
+def model_generator(model, vae, steps: int = 30, cfg: float = 1.0, seed: int = 0, guide: str = 'caption', cfg_above: float = 0.0):
     """A `generate(first_frame, actions, captions)` function from a trained `WorldModel` and `CausalVAE` (the many-step Euler sampler).
     With `cfg` ≠ 1, classifier-free guidance of strength `cfg` against empty captions (`guide='caption'`) or against standing still
-    (`guide='actions'`: `still_actions`, the captions kept)."""
+    (`guide='actions'`: `still_actions`, the captions kept), on the sampler steps that start at σ ≥ `cfg_above` (0: all)."""
     from worldplay2.dit import EulerSampler
     if guide not in ('caption', 'actions'): raise ValueError(f"unknown guide '{guide}'; known: caption, actions")
-    sampler = EulerSampler(steps=steps, shift=model.config.dit.shift, cfg=cfg)
+    if not 0 <= cfg_above <= 1: raise ValueError(f"cfg_above must lie in [0, 1] (a noise level σ), got {cfg_above}")
+    sampler = EulerSampler(steps=steps, shift=model.config.dit.shift, cfg=cfg, cfg_above=cfg_above)
     @torch.no_grad()
     def generate(first, actions, caps):
         T = len(actions)
