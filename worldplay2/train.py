@@ -4,9 +4,9 @@
 
 # %% auto #0
 __all__ = ['VAE_TRAIN', 'BASE_TRAIN', 'PRETRAINED_DIR', 'WHEEL_MODELS', 'REPO_MODELS', 'check_latents_match', 'check_data',
-           'quiet_lightning', 'make_trainer', 'train_vae', 'vae_fingerprint', 'encode_latents', 'LatentDataset',
-           'warmup_cosine', 'LitWorld', 'save_world', 'check_latent_stats', 'load_world', 'train_base', 'shipped_names',
-           'pretrained', 'bench_train_step']
+           'quiet_lightning', 'make_trainer', 'train_vae', 'vae_fingerprint', 'resolve_device', 'encode_latents',
+           'LatentDataset', 'warmup_cosine', 'LitWorld', 'save_world', 'check_latent_stats', 'load_world', 'train_base',
+           'shipped_names', 'pretrained', 'bench_train_step']
 
 # %% ../nbs/05_training.ipynb #f418d020
 import itertools, json, math, os, tempfile, time
@@ -104,23 +104,37 @@ def _renormalize(d: dict, mean, std) -> dict:
     f = lambda z: ((z.astype(np.float32)*d['z_std'][:, None, None] + d['z_mean'][:, None, None] - mean[:, None, None])/std[:, None, None]).astype(np.float16)
     return dict(d, z=f(d['z']), starts_z=f(d['starts_z']), z_mean=mean, z_std=std, **({'z_lr': f(d['z_lr'])} if 'z_lr' in d else {}))
 
+def resolve_device(device=None) -> torch.device:
+    """The torch device that `device` names, checked: None picks the first GPU when there is one (where Lightning's 'auto'
+    accelerator trains), else the CPU."""
+    if device is None: return torch.device('cuda' if torch.cuda.is_available() else 'cpu')
+    try: dev = torch.device(device)
+    except (RuntimeError, TypeError) as e: raise ValueError(f"unknown device {device!r}: {e}") from None
+    if dev.type not in ('cpu', 'cuda'): raise ValueError(f"device {device!r}: use 'cpu' or 'cuda'")
+    n = torch.cuda.device_count()
+    if dev.type == 'cuda' and (dev.index or 0) >= n: raise ValueError(f"device {device!r}: this machine has {n} CUDA device(s)")
+    return dev
+
 @torch.no_grad()
 def encode_latents(vae: CausalVAE, roots, out, progress: bool = True, start_every: int = 48, start_latents: int = 5,
-                   lowres=(2, 4)) -> list:
+                   lowres=(2, 4), device=None) -> list:
     """Encode every episode under `roots` into `out/<episode>/latents.npz` (normalised z, float16) with its caption, meta and actions,
     plus fresh streams of `start_latents` latents starting every `start_every` frames (`starts_z`, `starts_at`), the low-rate,
     low-resolution latents of the compressed memory (`z_lr`, factors `lowres` = (l, s), see notebook 06), the VAE's fingerprint and
     statistics. Keeps what this VAE encoded, re-normalises it if the statistics changed, adds a missing or other `z_lr`, and
-    re-encodes latents of another VAE."""
-    import shutil
+    re-encodes latents of another VAE. The VAE encodes on `device` (see `resolve_device`; None: a GPU when there is one), through
+    a copy when that is not where `vae` lies: the caller's VAE stays put, and the files are the same wherever they were encoded."""
+    import copy, shutil
     from tqdm.auto import tqdm
     from worldplay2.compressor import encode_lowres
     roots = [roots] if isinstance(roots, (str, Path)) else list(roots)
     eps, out, done = [p for r in roots for p in list_episodes(r)], Path(out), []
     check_data(roots, vae.config.res)
     fp, mean, std = vae_fingerprint(vae), vae.z_mean.numpy().copy(), vae.z_std.numpy().copy()
-    enc = lambda f: vae.normalize(vae.encode(frames_to_tensor(f))[0]).half().numpy()
-    enc_lr = lambda f, n: encode_lowres(vae, frames_to_tensor(f[None, :vae.config.n_frames(n)]), *lowres)[0].half().numpy()
+    dev = resolve_device(device)
+    ve = vae if next(vae.parameters()).device == dev else copy.deepcopy(vae).to(dev)
+    enc = lambda f: ve.normalize(ve.encode(frames_to_tensor(f).to(dev))[0]).half().cpu().numpy()
+    enc_lr = lambda f, n: encode_lowres(ve, frames_to_tensor(f[None, :vae.config.n_frames(n)]).to(dev), *lowres)[0].half().cpu().numpy()
     for p in tqdm(eps, desc='encoding latents', disable=not progress):
         dst = out/p.name
         try: old = dict(np.load(dst/'latents.npz')) if (dst/'latents.npz').exists() else {}

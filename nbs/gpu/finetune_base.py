@@ -8,8 +8,10 @@ It regenerates the world data (the `small` folder's 208 episodes, 800 4-s naviga
 navigation episodes of seed 2 as EXTRA_S seconds allow), encodes them with the VAE on the GPU, times a training step at batch 128,
 and calls `train_base` with as many steps as fit before T_END (Lightning's max_time stops it there in any case), then writes the
 weights (float16, in two shards), the metrics and the training log under OUT. Every stage checks the clock, so a lease's minutes
-are never overrun. MINI=1 rehearses it all on a CPU in a few minutes (a handful of episodes, batch 4, 6 steps)."""
-import copy, json, os, sys, time, traceback
+are never overrun. MINI=1 rehearses it all on a CPU in a few minutes (a handful of episodes, batch 4, 6 steps).
+The two stages ran with git 80b1cd6's copy, which moved the VAE to the GPU by wrapping its `encode`; `encode_latents` now does
+that itself (`device=None`: a GPU when there is one)."""
+import json, os, sys, time, traceback
 from datetime import timedelta
 from pathlib import Path
 import torch
@@ -48,13 +50,7 @@ roots = sorted(set(roots))
 
 VAE = 'worldplay2/pretrained/small-vae'; INIT = os.environ.get('INIT', 'worldplay2/pretrained/small-base')
 v = load_vae(VAE)
-if CUDA:                                    # encode on the GPU; everything else of encode_latents stays on the CPU VAE
-    vc = copy.deepcopy(v).cuda().eval()
-    def enc(x, state=None):
-        with torch.no_grad(): mu, lv, _ = vc.encode(x.cuda(), state)
-        return mu.float().cpu(), lv.float().cpu(), None
-    v.encode = enc
-with torch.no_grad(): paths = encode_latents(v, roots, RUN/'latents', progress=False)
+with torch.no_grad(): paths = encode_latents(v, roots, RUN/'latents', progress=False)       # on the GPU when there is one
 log('encoded', len(paths), 'episodes')
 
 B = 4 if MINI else 128
