@@ -4,12 +4,12 @@
 
 # %% auto #0
 __all__ = ['VAE_TRAIN', 'BASE_TRAIN', 'PRETRAINED_DIR', 'WHEEL_MODELS', 'REPO_MODELS', 'check_latents_match', 'check_data',
-           'quiet_lightning', 'make_trainer', 'train_vae', 'vae_fingerprint', 'resolve_device', 'encode_latents',
-           'LatentDataset', 'warmup_cosine', 'LitWorld', 'save_world', 'check_latent_stats', 'load_world', 'train_base',
-           'shipped_names', 'pretrained', 'bench_train_step']
+           'quiet_lightning', 'make_trainer', 'train_vae', 'vae_fingerprint', 'resolve_device', 'plain_fp32',
+           'encode_latents', 'LatentDataset', 'warmup_cosine', 'LitWorld', 'save_world', 'check_latent_stats',
+           'load_world', 'train_base', 'shipped_names', 'pretrained', 'bench_train_step']
 
 # %% ../nbs/05_training.ipynb #f418d020
-import itertools, json, math, os, tempfile, time
+import contextlib, itertools, json, math, os, tempfile, time
 from dataclasses import asdict
 from pathlib import Path
 import torch
@@ -105,15 +105,25 @@ def _renormalize(d: dict, mean, std) -> dict:
     return dict(d, z=f(d['z']), starts_z=f(d['starts_z']), z_mean=mean, z_std=std, **({'z_lr': f(d['z_lr'])} if 'z_lr' in d else {}))
 
 def resolve_device(device=None) -> torch.device:
-    """The torch device that `device` names, checked: None picks the first GPU when there is one (where Lightning's 'auto'
-    accelerator trains), else the CPU."""
-    if device is None: return torch.device('cuda' if torch.cuda.is_available() else 'cpu')
+    """The torch device that `device` names, checked: None picks the current GPU when there is one (where Lightning's 'auto'
+    accelerator trains), else the CPU. A GPU always comes back with its index ('cuda' is 'cuda:0' when that is current), so it
+    compares equal to the device a tensor lies on."""
+    if device is None: device = 'cuda' if torch.cuda.is_available() else 'cpu'
     try: dev = torch.device(device)
     except (RuntimeError, TypeError) as e: raise ValueError(f"unknown device {device!r}: {e}") from None
     if dev.type not in ('cpu', 'cuda'): raise ValueError(f"device {device!r}: use 'cpu' or 'cuda'")
     n = torch.cuda.device_count()
     if dev.type == 'cuda' and (dev.index or 0) >= n: raise ValueError(f"device {device!r}: this machine has {n} CUDA device(s)")
-    return dev
+    return torch.device('cuda', torch.cuda.current_device()) if dev.type == 'cuda' and dev.index is None else dev
+
+@contextlib.contextmanager
+def plain_fp32():
+    """Full float32 on a GPU for the block inside: no TF32 convolutions (cuDNN's default) or matmuls, so what a GPU computes
+    matches the CPU to float32 rounding. The caller's settings come back afterwards."""
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    try: yield
+    finally: torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 @torch.no_grad()
 def encode_latents(vae: CausalVAE, roots, out, progress: bool = True, start_every: int = 48, start_latents: int = 5,
@@ -123,44 +133,46 @@ def encode_latents(vae: CausalVAE, roots, out, progress: bool = True, start_ever
     low-resolution latents of the compressed memory (`z_lr`, factors `lowres` = (l, s), see notebook 06), the VAE's fingerprint and
     statistics. Keeps what this VAE encoded, re-normalises it if the statistics changed, adds a missing or other `z_lr`, and
     re-encodes latents of another VAE. The VAE encodes on `device` (see `resolve_device`; None: a GPU when there is one), through
-    a copy when that is not where `vae` lies: the caller's VAE stays put, and the files are the same wherever they were encoded."""
+    a copy when that is not where `vae` lies (the caller's VAE stays put), in plain float32 (`plain_fp32`): the files are the same
+    wherever they were encoded, up to float16 rounding."""
     import copy, shutil
     from tqdm.auto import tqdm
     from worldplay2.compressor import encode_lowres
     roots = [roots] if isinstance(roots, (str, Path)) else list(roots)
     eps, out, done = [p for r in roots for p in list_episodes(r)], Path(out), []
+    dev = resolve_device(device)                                                   # a bad device is refused before the data is read
     check_data(roots, vae.config.res)
-    fp, mean, std = vae_fingerprint(vae), vae.z_mean.numpy().copy(), vae.z_std.numpy().copy()
-    dev = resolve_device(device)
+    fp, mean, std = vae_fingerprint(vae), vae.z_mean.cpu().numpy().copy(), vae.z_std.cpu().numpy().copy()
     ve = vae if next(vae.parameters()).device == dev else copy.deepcopy(vae).to(dev)
     enc = lambda f: ve.normalize(ve.encode(frames_to_tensor(f).to(dev))[0]).half().cpu().numpy()
     enc_lr = lambda f, n: encode_lowres(ve, frames_to_tensor(f[None, :vae.config.n_frames(n)]).to(dev), *lowres)[0].half().cpu().numpy()
-    for p in tqdm(eps, desc='encoding latents', disable=not progress):
-        dst = out/p.name
-        try: old = dict(np.load(dst/'latents.npz')) if (dst/'latents.npz').exists() else {}
-        except Exception: old = {}                                                 # unreadable: encode again
-        if str(old.get('vae', '')) == fp:
-            new_stats = not (np.array_equal(old['z_mean'], mean) and np.array_equal(old['z_std'], std))
-            new_lr = 'z_lr' not in old or list(old['lowres']) != list(lowres)
-            if new_stats or new_lr:
-                d = _renormalize(old, mean, std) if new_stats else old
-                if new_lr: d = dict(d, z_lr=enc_lr(read_episode(p).frames, len(d['z'])), lowres=np.array(lowres))
-                fd, tmp = tempfile.mkstemp(prefix='latents.', suffix='.tmp', dir=dst)
-                with os.fdopen(fd, 'wb') as fh: np.savez(fh, **d)
-                os.replace(tmp, dst/'latents.npz')
-        else:
-            ep = read_episode(p)
-            T, Ts = vae.config.n_frames(vae.config.n_latents(len(ep))), vae.config.n_frames(start_latents)
-            z = enc(ep.frames[None, :T])[0]                                           # (n, C, h, w)
-            z_lr = enc_lr(ep.frames, len(z))                                           # (1 + (n−1)/l, C, h/s, w/s)
-            at = np.arange(start_every, len(ep) - Ts + 1, start_every) if start_every else np.zeros(0, int)
-            zs = enc(np.stack([ep.frames[s:s + Ts] for s in at])) if len(at) else np.zeros((0, start_latents) + z.shape[1:], np.float16)
-            def fill(tmp, p=p, z=z, zs=zs, at=at, ep=ep, z_lr=z_lr):
-                np.savez(tmp/'latents.npz', z=z, actions=ep.actions, starts_z=zs, starts_at=at, z_lr=z_lr, lowres=np.array(lowres),
-                         vae=fp, z_mean=mean, z_std=std)
-                for f in ('caption.json', 'meta.json'): shutil.copy(p/f, tmp/f)
-            _atomic_dir(dst, fill, overwrite=True)
-        done.append(dst)
+    with plain_fp32():
+        for p in tqdm(eps, desc='encoding latents', disable=not progress):
+            dst = out/p.name
+            try: old = dict(np.load(dst/'latents.npz')) if (dst/'latents.npz').exists() else {}
+            except Exception: old = {}                                                 # unreadable: encode again
+            if str(old.get('vae', '')) == fp:
+                new_stats = not (np.array_equal(old['z_mean'], mean) and np.array_equal(old['z_std'], std))
+                new_lr = 'z_lr' not in old or list(old['lowres']) != list(lowres)
+                if new_stats or new_lr:
+                    d = _renormalize(old, mean, std) if new_stats else old
+                    if new_lr: d = dict(d, z_lr=enc_lr(read_episode(p).frames, len(d['z'])), lowres=np.array(lowres))
+                    fd, tmp = tempfile.mkstemp(prefix='latents.', suffix='.tmp', dir=dst)
+                    with os.fdopen(fd, 'wb') as fh: np.savez(fh, **d)
+                    os.replace(tmp, dst/'latents.npz')
+            else:
+                ep = read_episode(p)
+                T, Ts = vae.config.n_frames(vae.config.n_latents(len(ep))), vae.config.n_frames(start_latents)
+                z = enc(ep.frames[None, :T])[0]                                           # (n, C, h, w)
+                z_lr = enc_lr(ep.frames, len(z))                                           # (1 + (n−1)/l, C, h/s, w/s)
+                at = np.arange(start_every, len(ep) - Ts + 1, start_every) if start_every else np.zeros(0, int)
+                zs = enc(np.stack([ep.frames[s:s + Ts] for s in at])) if len(at) else np.zeros((0, start_latents) + z.shape[1:], np.float16)
+                def fill(tmp, p=p, z=z, zs=zs, at=at, ep=ep, z_lr=z_lr):
+                    np.savez(tmp/'latents.npz', z=z, actions=ep.actions, starts_z=zs, starts_at=at, z_lr=z_lr, lowres=np.array(lowres),
+                             vae=fp, z_mean=mean, z_std=std)
+                    for f in ('caption.json', 'meta.json'): shutil.copy(p/f, tmp/f)
+                _atomic_dir(dst, fill, overwrite=True)
+            done.append(dst)
     return done
 
 # %% ../nbs/05_training.ipynb #11eb018f
@@ -238,7 +250,7 @@ def save_world(model: WorldModel, path, dtype=torch.float32, vae: CausalVAE = No
 def check_latent_stats(model: WorldModel, vae: CausalVAE, who: str = 'the model'):
     "Raise if `model` records latent statistics (see `save_world`) other than `vae`'s: it learnt latents scaled another way."
     st = getattr(model, 'latent_stats', None)
-    if st and not (np.allclose(st['z_std'], vae.z_std.numpy(), rtol=1e-2) and np.allclose(st['z_mean'], vae.z_mean.numpy(), rtol=1e-2, atol=1e-2)):
+    if st and not (np.allclose(st['z_std'], vae.z_std.cpu().numpy(), rtol=1e-2) and np.allclose(st['z_mean'], vae.z_mean.cpu().numpy(), rtol=1e-2, atol=1e-2)):
         raise ValueError(f"{who} learnt latents normalised with other statistics than this VAE's: use the VAE it was trained with")
 
 def load_world(path) -> WorldModel:
