@@ -244,7 +244,8 @@ def _eval_parser(sub):
     c.add_argument('--clips', type=int, default=16)
     c.add_argument('--steps', type=int, default=30)
     c.add_argument('--cfg', type=float, default=1.0, help='classifier-free guidance strength (1: none)')
-    c.add_argument('--guide', choices=('caption', 'actions'), default='caption', help="what --cfg guides away from: empty captions, or standing still")
+    c.add_argument('--guide', choices=('caption', 'actions', 'mirror'), default='caption',
+                   help="what --cfg guides away from: empty captions, standing still, or the opposite commands")
     c.add_argument('--cfg-above', type=float, default=0.0, metavar='SIGMA', help='guide only the sampler steps that start at noise level σ ≥ SIGMA (0: every step)')
     c.add_argument('--seed', type=int, default=0, help='seed of the sampler noise (the same for commanded and mirrored actions)')
     c.add_argument('--spread', action=argparse.BooleanOptionalAction, default=True,

@@ -109,10 +109,12 @@ def eval_motions(generate, episodes, clip: int = 17, res: int = None, max_starts
 # %% ../nbs/05a_control_eval.ipynb #62198bac
 def model_generator(model, vae, steps: int = 30, cfg: float = 1.0, seed: int = 0, guide: str = 'caption', cfg_above: float = 0.0):
     """A `generate(first_frame, actions, captions)` function from a trained `WorldModel` and `CausalVAE` (the many-step Euler sampler).
-    With `cfg` ≠ 1, classifier-free guidance of strength `cfg` against empty captions (`guide='caption'`) or against standing still
-    (`guide='actions'`: `still_actions`, the captions kept), on the sampler steps that start at σ ≥ `cfg_above` (0: all)."""
+    With `cfg` ≠ 1, classifier-free guidance of strength `cfg` against empty captions (`guide='caption'`), against standing still
+    (`guide='actions'`: `still_actions`, the captions kept) or against the opposite commands (`guide='mirror'`: `mirror_actions`,
+    the captions kept), on the sampler steps that start at σ ≥ `cfg_above` (0: all)."""
     from worldplay2.dit import EulerSampler
-    if guide not in ('caption', 'actions'): raise ValueError(f"unknown guide '{guide}'; known: caption, actions")
+    nulls = dict(caption=lambda a: a, actions=still_actions, mirror=mirror_actions)   # the unconditional branch's actions
+    if guide not in nulls: raise ValueError(f"unknown guide '{guide}'; known: {', '.join(nulls)}")
     if not 0 <= cfg_above <= 1: raise ValueError(f"cfg_above must lie in [0, 1] (a noise level σ), got {cfg_above}")
     sampler = EulerSampler(steps=steps, shift=model.config.dit.shift, cfg=cfg, cfg_above=cfg_above)
     @torch.no_grad()
@@ -124,9 +126,9 @@ def model_generator(model, vae, steps: int = 30, cfg: float = 1.0, seed: int = 0
         z = torch.cat([z0, torch.zeros((1, n - 1) + z0.shape[2:])], 1)
         known = torch.zeros(1, n, dtype=torch.bool); known[:, 0] = True
         a = torch.from_numpy(np.asarray(actions, np.float32))[None]
-        acts = {True: a, False: still_actions(a) if guide == 'actions' else a}
+        acts = {True: a, False: nulls[guide](a)}
         c = lambda cond: ([caps['scene'] if cond else ''], [caps['character'] if cond else ''], [caps['event'] if cond else ''])
-        ctx = {True: model.text(*c(True)), False: model.text(*c(guide == 'actions'))}
+        ctx = {True: model.text(*c(True)), False: model.text(*c(guide != 'caption'))}
         out = sampler(lambda zz, s, cond: model(zz, s, acts[cond], ctx=ctx[cond]), z, known, torch.Generator().manual_seed(seed))
         frames = vae.decode(vae.denormalize(out))[0][0]                          # (T, 3, H, W)
         return tensor_to_frames(frames)
