@@ -73,7 +73,7 @@ def test_shipped_small_vae_bench_and_eval_defaults():
     assert out['checkpoint'] == str(best_for_control())
 
 def test_eval_steering_and_action_guidance_defaults():
-    "`eval steering` streams the shipped student through held turns and reads the true render's slide; `eval control` takes action guidance and reports each clip."
+    "`eval steering` streams the shipped student through held turns and reads the true render's slide; `eval control` takes action guidance (away from standing still or from the opposite commands) and reports each clip."
     r = run('eval', 'steering', '--worlds', '1', '--chunks', '2', '--json')
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
@@ -84,6 +84,10 @@ def test_eval_steering_and_action_guidance_defaults():
     out = json.loads(r.stdout)
     assert out['clips'] == 1 and len(out['per_clip']) == 1 and out['per_clip'][0]['psnr_gt'] == out['psnr_gt']
     assert out['action_accuracy'] == (out['per_clip'][0]['commanded_right'] + out['per_clip'][0]['mirrored_right'])/2
+    r = run('eval', 'control', '--json', '--clips', '1', '--steps', '4', '--cfg', '2', '--guide', 'mirror', '--seed', '1')
+    assert r.returncode == 0, r.stderr
+    mir = json.loads(r.stdout)                                  # away from the opposite commands: another null, another sample
+    assert mir['clips'] == 1 and mir['psnr_gt'] > 12 and mir['psnr_gt'] != out['psnr_gt']
     eps = lambda *extra: [x['episode'] for x in json.loads(run('eval', 'control', '--json', '--clips', '2', '--steps', '1', '--per-clip', *extra).stdout)['per_clip']]
     assert len(set(eps())) == 2 and len(set(eps('--no-spread'))) == 1   # by default one from each of two episodes; --no-spread: both from the first
     r = run('eval', 'control', '--json', '--clips', '1', '--steps', '1', '--motions')   # one held key at a time, from the first sample's start view
