@@ -73,12 +73,16 @@ def test_shipped_small_vae_bench_and_eval_defaults():
     assert out['checkpoint'] == str(best_for_control())
 
 def test_eval_steering_and_action_guidance_defaults():
-    "`eval steering` streams the shipped student through held turns and reads the true render's slide; `eval control` takes action guidance (away from standing still or from the opposite commands) and reports each clip."
-    r = run('eval', 'steering', '--worlds', '1', '--chunks', '2', '--json')
+    "`eval steering` streams the shipped student through held keys on the world seeds asked for and reads the true render's slide; `eval control` takes action guidance (away from standing still or from the opposite commands) and reports each clip."
+    r = run('eval', 'steering', '--seeds', '11', '--keys', 'right', 'left', 'w', '--chunks', '2', '--json')
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    assert out['turns'] == 2 and out['worlds']['0']['right']['true'] < -20 and out['worlds']['0']['left']['true'] > 20
+    assert out['seeds'] == [11] and list(out['worlds']) == ['11'] and out['clips'] == 3 and list(out['by_key']) == ['right', 'left', 'w']
+    assert out['turns'] == 2 and out['worlds']['11']['right']['true'] < -20 and out['worlds']['11']['left']['true'] > 20
     assert out['sign_accuracy'] in (0.0, 0.5, 1.0) and 'small-student' in out['checkpoint']
+    assert out['accuracy'] == round(sum(r['right'] for r in out['worlds']['11'].values())/3, 3)
+    r = run('eval', 'steering', '--keys', 'space')
+    assert r.returncode == 2 and "invalid choice: 'space'" in r.stderr
     r = run('eval', 'control', '--json', '--clips', '1', '--steps', '4', '--cfg', '2', '--guide', 'actions', '--per-clip', '--seed', '1')
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)

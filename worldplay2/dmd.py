@@ -254,12 +254,14 @@ def long_loop(seed: int, latents: int, lap_latents: int = 16, res: int = 128, pe
 @torch.no_grad()
 def horizon_quality(models: dict, vae, seeds=(0, 1, 2, 3), latents: int = 65, lap_latents: int = 16, chunk: int = 2, seed: int = 0) -> dict:
     """Long rollouts of each of `models` {name: (MemoryWorld, sampler)} along `long_loop`s from the worlds of `seeds`, chunk-wise
-    through the KV cache: PSNR against the world's frames per chunk (`psnr_by_chunk`) and per lap (`psnr_by_lap`, `ssim_by_lap`), and
-    for each lap after the first its revisit PSNR — its generated frames against the first lap's at the same poses (`revisit_by_lap`).
+    through the KV cache: PSNR against the world's frames per chunk (`psnr_by_chunk`) and per lap (`psnr_by_lap`, `ssim_by_lap`),
+    `sharpness` against the world's frames (`realtime.sharpness`) over the whole rollout and per lap (`sharpness_by_lap`), and for
+    each lap after the first its revisit PSNR — its generated frames against the first lap's at the same poses (`revisit_by_lap`).
     Means over the seeds."""
     from worldplay2.vae import recon_metrics
-    from worldplay2.data import frames_to_tensor
+    from worldplay2.data import frames_to_tensor, tensor_to_frames
     from worldplay2.revisit import loop_rollout
+    from worldplay2.realtime import sharpness
     P, T = 4*lap_latents, 1 + 4*(latents - 1)
     if T <= P: raise ValueError(f"{latents} latents do not finish one lap of {lap_latents} latents: nothing is revisited")
     loops = [(w, acts, true_np, frames_to_tensor(true_np)[None]) for w, acts, true_np in (long_loop(s, latents, lap_latents, vae.config.res) for s in seeds)]
@@ -273,10 +275,13 @@ def horizon_quality(models: dict, vae, seeds=(0, 1, 2, 3), latents: int = 65, la
             gen = loop_rollout(mw, vae, true_np[:1], acts, cap, chunk, teacher=False, seed=seed, sampler=sampler)[:, :T]
             by_lap = [recon_metrics(true[:, l], gen[:, l]) for l in laps]
             first = gen[:, laps[0]]
+            gen_np = tensor_to_frames(gen[0])
             rows.append(dict(psnr_by_chunk=[recon_metrics(true[:, c], gen[:, c])['psnr'] for c in chunks],
                              psnr_by_lap=[m['psnr'] for m in by_lap], ssim_by_lap=[m['ssim'] for m in by_lap],
+                             sharpness=sharpness(gen_np[1:], true_np[1:T]), sharpness_by_lap=[sharpness(gen_np[l], true_np[l]) for l in laps],
                              revisit_by_lap=[recon_metrics(first[:, :l.stop - l.start], gen[:, l])['psnr'] for l in laps[1:]]))
         mean = lambda k: [round(float(x), 3) for x in np.mean([r[k] for r in rows], 0)]
         out[name] = dict(psnr_by_chunk=mean('psnr_by_chunk'), psnr_by_lap=mean('psnr_by_lap'), ssim_by_lap=mean('ssim_by_lap'),
+                         sharpness=round(float(np.mean([r['sharpness'] for r in rows])), 3), sharpness_by_lap=mean('sharpness_by_lap'),
                          revisit_by_lap=mean('revisit_by_lap'), steps=getattr(sampler, 'steps', None))
     return dict(models=out, seeds=list(seeds), latents=latents, lap_latents=lap_latents, frames=T, chunk=chunk)
