@@ -78,7 +78,8 @@ def cmd_bench_world(a):
 def dmd_config(a):
     "The `DMDConfig` of `train dmd`'s flags."
     from worldplay2.dmd import DMDConfig
-    return DMDConfig(latents=a.rollout_latents, clip=a.score_clip, rollout=a.rollout, context=a.context, critic_steps=a.critic_steps, guidance=a.guidance)
+    return DMDConfig(latents=a.rollout_latents, clip=a.score_clip, rollout=a.rollout, context=a.context, critic_steps=a.critic_steps, guidance=a.guidance,
+                     guide=a.guide)
 
 def cmd_train(a):
     "Train one stage, or the whole recipe (`train all`)."
@@ -115,7 +116,7 @@ def cmd_train(a):
     if missing: raise ValueError(f"train {a.stage} needs {' and '.join(missing)}")
     memory = dict(init=a.init, vae=a.vae, compressor=a.compressor, window=a.window)
     extra = dict(base=dict(vae=a.vae, init=a.init, start_share=a.start_share, p_i2v=a.p_i2v, p_high_sigma=a.p_high_sigma, camera_rope=a.camera_rope,
-                          camera_heads=a.camera_heads, shift=a.shift, neg_weight=a.neg_actions, neg_ratio=a.neg_ratio,
+                          camera_heads=a.camera_heads, shift=a.shift, pred=a.pred, neg_weight=a.neg_actions, neg_ratio=a.neg_ratio,
                           screen_pos=a.screen_pos, high_sigma=a.high_sigma, travel=a.travel),
                  compressor=dict(vae=a.vae, model=a.model, window=a.window), teacher=memory, student=memory,
                  pdd=dict(init=a.init, vae=a.vae, window=a.window, solver=a.solver),
@@ -321,7 +322,8 @@ def _train_parser(sub):
     t.add_argument('--rollout', choices=('full', 'exit'), default='full', help="dmd: 'full' (Stable Forcing) or 'exit' (Self-Forcing: stop at the drawn step)")
     t.add_argument('--context', choices=('clip', 'full'), default='clip', help="dmd: clip-wise scores with compressed memory, or the whole rollout at once")
     t.add_argument('--critic-steps', type=int, default=1, help='dmd: critic updates per generator update')
-    t.add_argument('--guidance', type=float, default=1.0, help="dmd: action guidance of the teacher's score, away from standing still (1: none)")
+    t.add_argument('--guidance', type=float, default=1.0, help="dmd: action guidance of the teacher's score (1: none)")
+    t.add_argument('--guide', choices=('still', 'mirror'), default='still', help="dmd: what --guidance guides away from: standing still or the opposite commands")
     t.add_argument('--start-share', type=float, default=0.5, help="base: share of training windows that start at a stream's lone first frame")
     t.add_argument('--p-i2v', type=float, default=None, help="base: chance that a window's first latent is given clean (default: the model config's)")
     t.add_argument('--p-high-sigma', type=float, default=None, help="base: chance that a window's noise level is drawn from [--high-sigma, 1] (default: the model config's)")
@@ -330,6 +332,8 @@ def _train_parser(sub):
                    help="base: turn each latent's rotary positions with the camera (DiTConfig.camera_rope; default: the model config's, off for a new one)")
     t.add_argument('--shift', type=float, default=None,
                    help="base: timestep shift of the noise levels trained at and sampled with (DiTConfig.shift; default: the model config's)")
+    t.add_argument('--pred', choices=('x0', 'skip'), default=None, help="base: what the head predicts (DiTConfig.pred): 'x0', or 'skip', "
+                   "where the clean latent also passes around the network at low noise (default: the model config's)")
     t.add_argument('--camera-heads', type=int, default=None,
                    help="base: with --camera-rope, how many heads of each block turn with the camera (DiTConfig.camera_heads; 0 = all)")
     t.add_argument('--screen-pos', action=argparse.BooleanOptionalAction, default=None,

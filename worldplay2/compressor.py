@@ -164,15 +164,17 @@ def step_grid(mc: MemoryConfig, m: int, g: int):
     return frame_grid(mc.l*m - (mc.l - 1)/2, g, mc.s, (mc.s - 1)/2)
 
 # %% ../nbs/06_compressor.ipynb #181144a1
-def make_memory(compressor: HistoryCompressor, dit, z, z_lr, e, layout: MemoryLayout = None) -> Memory:
+def make_memory(compressor: HistoryCompressor, dit, z, z_lr, e, layout: MemoryLayout = None, offset=None) -> Memory:
     """Eq. 4: m_<t for a clip starting at t = z.shape[1]. z (B, t, C, H, W) history latents; z_lr (B, ≥ 1 + (t−1)/l, C, H/s, W/s)
-    their low-res latents; e (B, t, d_action) their action embeddings. Returns [x_sink ; x_cmp ; x_tmp] as `Memory`."""
+    their low-res latents; e (B, t, d_action) their action embeddings; `offset` (B, t, 2), for a `camera_rope` model, their camera
+    offsets since the stream's start (a compressed step takes its latents' mean). Returns [x_sink ; x_cmp ; x_tmp] as `Memory`."""
     mc, p = compressor.mc, dit.c.patch
     B, t, C, H, W = z.shape
     side, g = H//p, H//(mc.s*p)
     lay = layout or memory_layout(mc, t)
     frames = []                                                         # (tokens (B, n, D), e (B, d), kind, compressed, index, last, pos)
-    full = lambda j, kind: (dit.tokens(z[:, j:j + 1]), e[:, j], kind, False, j, j, frame_grid(j, side))
+    off = (lambda a, b: None) if offset is None else (lambda a, b: offset[:, a:b].mean(1))                 # (B, 2) of latents a … b−1
+    full = lambda j, kind: (dit.tokens(z[:, j:j + 1]), e[:, j], kind, False, j, j, frame_grid(j, side), off(j, j + 1))
     frames += [full(j, SINK) for j in lay.sink]
     frames += [full(j, CMP) for j in lay.full if j < lay.tmp_start]     # full-context history
     if len(lay.steps):                                                  # from `reach` steps back: the causal convs read that far
@@ -180,15 +182,18 @@ def make_memory(compressor: HistoryCompressor, dit, z, z_lr, e, layout: MemoryLa
         x_cmp = compressor(z[:, mc.l*(a - 1) + 1:mc.l*(lay.steps.stop - 1) + 1], z_lr[:, a:lay.steps.stop], dit.patchify)[:, lay.steps.start - a:]
         for i, m in enumerate(lay.steps):
             lat = range(mc.l*(m - 1) + 1, mc.l*m + 1)
-            frames.append((x_cmp[:, i], e[:, lat.start:lat.stop].mean(1), CMP, True, m, lat.stop - 1, step_grid(mc, m, g)))
+            frames.append((x_cmp[:, i], e[:, lat.start:lat.stop].mean(1), CMP, True, m, lat.stop - 1, step_grid(mc, m, g),
+                           off(lat.start, lat.stop)))
     frames += [full(j, TMP) for j in lay.full if j >= lay.tmp_start]
     if not frames:
         i0 = torch.zeros(0, dtype=torch.long, device=z.device)
-        return Memory(z.new_zeros(B, 0, dit.c.d_model), e.new_zeros(B, 0, e.shape[-1]), i0, z.new_zeros(0, 3), i0, i0.bool(), i0, i0)
-    h, es, kind, comp, index, last, pos = zip(*frames)
+        return Memory(z.new_zeros(B, 0, dit.c.d_model), e.new_zeros(B, 0, e.shape[-1]), i0, z.new_zeros(0, 3), i0, i0.bool(), i0, i0,
+                      offset=None if offset is None else z.new_zeros(B, 0, 2))
+    h, es, kind, comp, index, last, pos, offs = zip(*frames)
     slot = torch.cat([torch.full((x.shape[1],), i, dtype=torch.long) for i, x in enumerate(h)]).to(z.device)
     tl = lambda v, **k: torch.tensor(v, device=z.device, **k)
-    return Memory(torch.cat(h, 1), torch.stack(es, 1), slot, torch.cat(pos).to(z.device), tl(kind), tl(comp, dtype=torch.bool), tl(index), tl(last))
+    return Memory(torch.cat(h, 1), torch.stack(es, 1), slot, torch.cat(pos).to(z.device), tl(kind), tl(comp, dtype=torch.bool), tl(index), tl(last),
+                  offset=None if offset is None else torch.stack(offs, 1))
 
 # %% ../nbs/06_compressor.ipynb #0e5ac475
 class RetrievalDecoder(nn.Module):

@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['FIELDS', 'ControlConfig', 'latent_groups', 'latent_mean', 'ActionEncoder', 'mirror_actions', 'still_actions', 'guide',
-           'ActionInjection', 'camera_offsets', 'camera_travel', 'words', 'hash_tokens', 'flat_caption', 'TextEncoder',
-           'CaptionCache']
+           'ActionInjection', 'camera_offsets', 'turned_before', 'camera_travel', 'words', 'hash_tokens',
+           'flat_caption', 'TextEncoder', 'CaptionCache']
 
 # %% ../nbs/03_controls.ipynb #9a78bdf5
 import math, re, zlib
@@ -100,13 +100,21 @@ class ActionInjection(nn.Module):
         return h + self.F(torch.cat([self.norm(h), e], -1))
 
 # %% ../nbs/03_controls.ipynb #e6b03b67
-def camera_offsets(actions, t_factor: int, side: int, fov: float = FOV):
+def camera_offsets(actions, t_factor: int, side: int, fov: float = FOV, turned=None):
     """Per latent (B, n, 2) `(dy, dx)` shifts, in tokens of a `side`×`side` grid spanning `fov` degrees, of the view after the
-    rotation accumulated since the clip's first latent: actions (B, T, 6) with T = 1 + 4k (a stream's start) or 4k (later)."""
+    rotation accumulated since the clip's first latent: actions (B, T, 6) with T = 1 + 4k (a stream's start) or 4k (later).
+    With `turned` (B, 2), the (pitch, yaw) degrees commanded before the clip's first action frame, the rotation counts from the
+    stream's start instead (`turned_before`): what memory frames and a KV cache, which outlive a clip, need."""
     per_deg = (side/2)/math.tan(math.radians(fov)/2)*math.pi/180             # tokens per degree at the centre of the view
-    lat = latent_mean(actions[..., :2].float().cumsum(1), t_factor)             # (B, n, 2): pitch, yaw turned by each latent's middle
-    lat = lat - lat[:, :1]
+    cum = actions[..., :2].float().cumsum(1)                                  # (B, T, 2): pitch, yaw after each frame
+    lat = latent_mean(cum if turned is None else cum + turned[:, None].to(cum), t_factor)   # (B, n, 2): by each latent's middle
+    if turned is None: lat = lat - lat[:, :1]
     return torch.stack([-lat[..., 0], lat[..., 1]], -1)*per_deg              # looking up moves the view down the image
+
+def turned_before(actions, t: int):
+    "(B, 2) pitch and yaw degrees commanded before latent t of a stream whose actions (B, ≥ 1 + 4(t−1), 6) start at its first frame."
+    return actions[:, :1 + 4*(t - 1), :2].float().sum(1)
+
 
 # %% ../nbs/03_controls.ipynb #10733dac
 def camera_travel(actions, t_factor: int):

@@ -4,9 +4,9 @@
 
 # %% auto #0
 __all__ = ['NEW_PARTS', 'DiTConfig', 'ModelConfig', 'model_config', 'rope_angles', 'apply_rope', 'token_positions',
-           'timestep_embedding', 'modulate', 'Room', 'Attention', 'DiTBlock', 'MemoryTokens', 'WorldDiT', 'WorldModel',
-           'has_part', 'with_new_parts', 'frame_causal_mask', 'shift_sigma', 'FlowMatching', 'EulerSampler',
-           'flow_step']
+           'timestep_embedding', 'modulate', 'Room', 'Attention', 'DiTBlock', 'skip_scales', 'MemoryTokens', 'WorldDiT',
+           'WorldModel', 'has_part', 'with_new_parts', 'frame_causal_mask', 'shift_sigma', 'FlowMatching',
+           'EulerSampler', 'flow_step']
 
 # %% ../nbs/04_dit.ipynb #9b3c7515
 import math
@@ -33,7 +33,8 @@ class DiTConfig:
     p_frame_sigma: float = 0.5    # chance that a training clip draws one noise level per latent instead of one for the whole clip
     p_high_sigma: float = 0.0     # chance that a training clip's noise level is drawn uniformly from [high_sigma, 1] (action training)
     high_sigma: float = 0.9
-    pred: str = 'v'               # what the head predicts: 'v' directly, or 'x0', turned into v = (x_σ − x0)/max(σ, sigma_floor)
+    pred: str = 'v'               # what the head predicts: 'v' directly; 'x0', turned into v = (x_σ − x0)/max(σ, sigma_floor); or 'skip':
+                                  # x0 = c_skip·x_σ + c_out·head (`skip_scales`), so the clean latent passes around the network at low noise
     sigma_floor: float = 0.05
     camera_rope: bool = False     # move each latent's (y, x) rotary positions by the camera turn since the clip's first (notebook 03)
     camera_heads: int = 0         # with camera_rope: how many heads (the first ones) take the turned positions, 0 = all; the others stay on the screen's grid
@@ -41,6 +42,7 @@ class DiTConfig:
 
     def __post_init__(self):
         if not 0 <= self.camera_heads <= self.heads: raise ValueError(f"camera_heads must be in [0, heads={self.heads}], got {self.camera_heads}")
+        if self.pred not in ('v', 'x0', 'skip'): raise ValueError(f"unknown pred '{self.pred}'; known: v, x0, skip")
 
     @property
     def tokens_per_frame(self): return (self.latent_res//self.patch)**2
@@ -168,6 +170,12 @@ class DiTBlock(nn.Module):
         return h + g2*self.ffn(modulate(self.norm2(h), sh2, sc2))
 
 # %% ../nbs/04_dit.ipynb #dd933f85
+def skip_scales(sigma):
+    """EDM's preconditioning (Karras et al. 2022) for x_σ = (1 − σ)·x0 + σ·ε and unit-variance latents: (c_skip, c_out) of
+    x0 = c_skip·x_σ + c_out·F, c_skip the best linear guess of x0 from x_σ, c_out the spread that is left for the network F."""
+    d = (1 - sigma)**2 + sigma**2
+    return (1 - sigma)/d, sigma/d.sqrt()
+
 @dataclass
 class MemoryTokens:
     "Clean context tokens set before the clip (the memory of notebook 06): their noise level is 0, and each belongs to a memory frame."
@@ -175,6 +183,7 @@ class MemoryTokens:
     e: torch.Tensor           # (B, Fm, d_action) one action embedding per memory frame
     slot: torch.Tensor        # (M,) long: the memory frame of each token
     pos: torch.Tensor         # (M, 3) float (t, y, x) RoPE positions, in latents and clip-token units
+    offset: torch.Tensor = field(default=None, kw_only=True)   # (B, Fm, 2) per memory frame: its camera turn since the stream's start (camera_rope)
 
     def __len__(self): return self.h.shape[1]
 
@@ -197,6 +206,7 @@ class WorldDiT(nn.Module):
         B, Fm = memory.h.shape[0], memory.e.shape[1]
         temb = self.temb(timestep_embedding(memory.h.new_zeros(B, Fm), self.c.d_model))
         ang = rope_angles(memory.pos, self.c.rope_split)[None, None]
+        if memory.offset is not None: ang = self.camera_angles(ang, memory.pos, memory.offset[:, memory.slot])
         h, keep = memory.h, []
         for i, blk in enumerate(self.blocks):
             h = blk(h, temb, memory.e, ctx[i] if isinstance(ctx, list) else ctx, ctx_mask, ang, memory.slot, mask, None if past is None else past[i], keep)
@@ -207,11 +217,11 @@ class WorldDiT(nn.Module):
         return [blk.cross.keys(ctx) for blk in self.blocks]
 
     def camera_angles(self, ang, pos, offset):
-        """Rotary angles (B, H, N, Dh/2): in the first `camera_heads` heads (all with 0) the (y, x) positions `pos` (N, 3) of the clip's
-        tokens move by their latent's camera `offset` (B, n, 2); the other heads keep `ang`, the screen's grid, where a third-person
-        character stays put."""
-        B, n, H = offset.shape[0], offset.shape[1], self.c.heads
-        turned = rope_angles(pos + F.pad(repeat(offset, 'b n c -> b (n s) c', s=len(pos)//n), (1, 0)).to(pos), self.c.rope_split)[:, None]
+        """Rotary angles (B, H, N, Dh/2): in the first `camera_heads` heads (all with 0) the (y, x) positions `pos` (N, 3) of the
+        tokens move by their frame's camera `offset` (B, N, 2), one per token; the other heads keep `ang`, the screen's grid, where a
+        third-person character stays put."""
+        B, H = offset.shape[0], self.c.heads
+        turned = rope_angles(pos + F.pad(offset, (1, 0)).to(pos), self.c.rope_split)[:, None]
         k = self.c.camera_heads or H
         return turned if k == H else torch.cat([turned.expand(B, k, -1, -1), ang.expand(B, H - k, -1, -1)], 1)
 
@@ -227,22 +237,25 @@ class WorldDiT(nn.Module):
         With `memory`, the sequence is [memory ; clip] and `mask` (if any) covers both; only the clip is predicted. `past`: per block,
         K/V of earlier tokens the sequence also attends (a KV cache); `keep`: a list that receives per block the sequence's own K/V;
         `head`: an output layer in place of `self.head`; one giving (B, L, K, C·p²) (K heads, notebook 08) makes (K, B, n, C, h, w);
-        `offset`: per latent (B, n, 2) shifts of the (y, x) rotary positions (`camera_offsets`), for a whole clip only."""
+        `offset`: per latent (B, n, 2) shifts of the (y, x) rotary positions (`camera_offsets`); with memory or a KV cache they count
+        from the stream's start, as the memory's own offsets (`MemoryTokens.offset`) and the cached keys do."""
         B, n, C, hh, ww = x.shape
         p, S = self.c.patch, (hh//self.c.patch)*(ww//self.c.patch)
         h, temb = self.tokens(x), self.temb(timestep_embedding(sigma, self.c.d_model))     # (B, n·S, D), (B, n, D)
         pos, slot, M = token_positions(n, hh//p, t0, x.device), S, 0
-        if offset is not None and (memory is not None or past is not None):
-            raise ValueError("camera-aligned positions are relative to the clip's first latent, so they are defined for a whole clip "
-                             "(the bidirectional model), not for memory or a KV cache, which would need each frame's absolute camera angle")
+        off = None if offset is None else repeat(offset, 'b n c -> b (n s) c', s=S)          # (B, n·S, 2) per token
+        if memory is not None and (memory.offset is None) != (offset is None):
+            raise ValueError("the clip's camera offsets and its memory's must come together: build the memory with the stream's actions "
+                             "(MemoryWorld.memory) for a camera_rope model, without them otherwise")
         if memory is not None:                                                   # memory frames first, at noise level 0
             M, Fm = len(memory), memory.e.shape[1]
             h, e = torch.cat([memory.h, h], 1), torch.cat([memory.e, e], 1)
             temb = torch.cat([self.temb(timestep_embedding(sigma.new_zeros(B, Fm), self.c.d_model)), temb], 1)
             slot = torch.cat([memory.slot, Fm + torch.arange(n, device=x.device).repeat_interleave(S)])
             pos = torch.cat([memory.pos.to(pos), pos])
+            if off is not None: off = torch.cat([memory.offset[:, memory.slot].to(off), off], 1)
         ang = rope_angles(pos, self.c.rope_split)[None, None]                    # (1, 1, N, Dh/2): the screen's grid
-        if offset is not None: ang = self.camera_angles(ang, pos, offset)
+        if off is not None: ang = self.camera_angles(ang, pos, off)
         for i, blk in enumerate(self.blocks):
             kept = [] if keep is not None else None
             h = blk(h, temb, e, ctx[i] if isinstance(ctx, list) else ctx, ctx_mask, ang, slot, mask, None if past is None else past[i], kept)
@@ -251,6 +264,9 @@ class WorldDiT(nn.Module):
         out = (self.head if head is None else head)(modulate(self.norm_out(h[:, M:]), sh, sc))     # (B, n·S, [K,] C·p²)
         out = rearrange(out, 'b (n y x) ... (c p q) -> ... b n c (y p) (x q)', n=n, y=hh//p, p=p, q=p)
         if self.c.pred == 'v': return out
+        if self.c.pred == 'skip':                                                # x0 = c_skip·x_σ + c_out·out
+            c_skip, c_out = skip_scales(sigma[..., None, None, None])
+            out = c_skip*x + c_out*out
         return (x - out)/sigma.clamp_min(self.c.sigma_floor)[..., None, None, None]      # x0-prediction, returned as a velocity
 
 # %% ../nbs/04_dit.ipynb #e6ef2ba9
@@ -261,10 +277,11 @@ class WorldModel(nn.Module):
         self.config = config
         self.dit, self.actions, self.text = WorldDiT(config.dit, config.control), ActionEncoder(config.control), TextEncoder(config.control)
 
-    def forward(self, x, sigma, actions, captions=None, ctx=None, mask=None, t0=0.0, memory: MemoryTokens = None, **kw):
+    def forward(self, x, sigma, actions, captions=None, ctx=None, mask=None, t0=0.0, memory: MemoryTokens = None, turned=None, **kw):
         """x (B, n, C, h, w); sigma (B, n); actions (B, 1 + 4(n−1), 6) at a stream's start or (B, 4n, 6) later; captions (scene,
         character, event) lists, or pre-encoded `ctx`; `memory`: clean context tokens before the clip (notebook 06); `kw`: the
-        DiT's `past`/`keep` K/V cache arguments (notebook 07)."""
+        DiT's `past`/`keep` K/V cache arguments (notebook 07). `turned` (B, 2): the pitch and yaw commanded before the clip
+        (`turned_before`), which a `camera_rope` model needs with memory or a KV cache: its offsets then count from the stream's start."""
         ctx, ctx_mask = ctx if ctx is not None else self.text(*captions)
         e = self.actions(actions)
         if e.shape[1] != x.shape[1]: raise ValueError(f"{actions.shape[1]} action frames make {e.shape[1]} latents, but x has {x.shape[1]}")
@@ -274,7 +291,12 @@ class WorldModel(nn.Module):
                 raise ValueError("the model embeds the travel since a clip's first latent (ControlConfig.travel), defined for a whole clip, "
                                  "not for memory or a KV cache, which would need each frame's absolute place")
             e = e + self.actions.travelled(actions)
-        off = camera_offsets(actions, c.control.t_factor, c.dit.latent_res//c.dit.patch) if c.dit.camera_rope else None
+        off = None
+        if c.dit.camera_rope:
+            if turned is None and (memory is not None or kw.get('past') is not None):
+                raise ValueError("a camera_rope model with memory or a KV cache counts its camera offsets from the stream's start: "
+                                 "pass turned=turned_before(actions, t0), the turn commanded before the clip")
+            off = camera_offsets(actions, c.control.t_factor, c.dit.latent_res//c.dit.patch, turned=turned)
         return self.dit(x, sigma, e, ctx, ctx_mask, mask, t0, memory, offset=off, **kw)
 
 NEW_PARTS = dict(screen_pos=('dit', 'screen positions'), travel=('control', 'the travel embedding'))   # flag: (config, what it adds)

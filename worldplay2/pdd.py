@@ -14,6 +14,7 @@ import numpy as np
 import torch, torch.nn as nn, torch.nn.functional as F
 import lightning as L
 from .dit import shift_sigma
+from .controls import turned_before
 from .teacher_forcing import (MemoryWorld, ForcingConfig, FORCING_TRAIN, forcing_inputs, clip_start, forcing_loaders,
                                         memory_world_config, memory_world_from_config, load_memory_world)
 
@@ -136,16 +137,17 @@ def pdd_loss(student: PDDWorld, ar: MemoryWorld, z, z_lr, actions, captions, t: 
     sa = s[a][..., None, None, None]
     x_a = (1 - sa)*x0 + sa*torch.randn(x0.shape, generator=generator, device=gdev).to(z)
     mem, mask, acts = forcing_inputs(student.mw, z, z_lr, actions, t, C, k)
-    u = student(x_a, s[a], acts, captions, mem, t0=t, mask=mask)               # (N, B, n, ...) every interval's mean velocity
+    turned = turned_before(actions, t)                                          # a camera_rope model's offsets count from the stream's start
+    u = student(x_a, s[a], acts, captions, mem, t0=t, mask=mask, turned=turned)  # (N, B, n, ...) every interval's mean velocity
     j = torch.arange(pc.n, device=dev)[:, None, None]
     step = torch.where((j >= a) & (j < i), (s[1:] - s[:-1])[:, None, None], 0.0)   # (N, B, n) σ widths of intervals a … i−1
     x_i = x_a + (step[..., None, None, None]*u.detach()).sum(0)                # the student's own state at interval i (stop-gradient)
     with torch.no_grad():
         tmem, tmask, _ = forcing_inputs(ar, z, z_lr, actions, t, C, k)
-        v = ar(x_i, s[i], acts, captions, tmem, t0=t, mask=tmask)
+        v = ar(x_i, s[i], acts, captions, tmem, t0=t, mask=tmask, turned=turned)
         if pc.solver == 'midpoint':
             sm = (s[i] + s[i + 1])/2
-            v = ar(x_i + (sm - s[i])[..., None, None, None]*v, sm, acts, captions, tmem, t0=t, mask=tmask)
+            v = ar(x_i + (sm - s[i])[..., None, None, None]*v, sm, acts, captions, tmem, t0=t, mask=tmask, turned=turned)
     u_i = u.gather(0, i[None, ..., None, None, None].expand((1,) + u.shape[1:]))[0]
     return F.mse_loss(u_i, v)
 

@@ -4,9 +4,9 @@
 
 # %% auto #0
 __all__ = ['KEYS', 'MAX_TEXT', 'DEMO_SCRIPT', 'DEMO_EVENTS', 'SPEED_VARIANTS', 'STEER_KEYS', 'TURN_KEYS', 'h_shift', 'drift',
-           'grad_mag', 'sharpness', 'keys_action', 'parse_script', 'check_text', 'world_of', 'with_memory', 'Session',
-           'fork', 'parse_event', 'play', 'true_frames', 'WorldSession', 'demo', 'int8_world', 'FusedSelfAttention',
-           'fused_world', 'compiled_world', 'run_stream', 'chunk_ms_side_by_side', 'bench_stream', 'steering']
+           'keys_action', 'parse_script', 'check_text', 'world_of', 'with_memory', 'Session', 'fork', 'parse_event',
+           'play', 'true_frames', 'WorldSession', 'demo', 'int8_world', 'FusedSelfAttention', 'fused_world',
+           'compiled_world', 'run_stream', 'chunk_ms_side_by_side', 'bench_stream', 'steering']
 
 # %% ../nbs/10_realtime.ipynb #b447d643
 import re, time, resource, copy
@@ -17,7 +17,7 @@ from .world import World, FPS, TURN_RATE, check_action, CHARACTERS
 from .dit import EulerSampler, Attention
 from einops import rearrange
 from .data import frames_to_tensor, tensor_to_frames
-from .control_eval import true_render, psnr
+from .control_eval import true_render, psnr, sharpness
 from .controls import still_actions
 from .teacher_forcing import MemoryWorld, WorldStream
 
@@ -31,17 +31,6 @@ def h_shift(a, b, max_shift: int = 12) -> int:
 def drift(frames, max_shift: int = 12) -> int:
     "The summed horizontal shift over consecutive frames (N, H, W, 3): where the view slid, in pixels."
     return sum(h_shift(a, b, max_shift) for a, b in zip(frames[:-1], frames[1:]))
-
-def grad_mag(frames) -> float:
-    "Mean image-gradient magnitude of frames uint8 (..., H, W, 3): the luminance's horizontal and vertical differences, per pixel."
-    y = np.asarray(frames, np.float32).mean(-1)
-    dx, dy = np.diff(y, axis=-1)[..., :-1, :], np.diff(y, axis=-2)[..., :, :-1]
-    return float(np.sqrt(dx**2 + dy**2).mean())
-
-def sharpness(gen, true) -> float:
-    """How sharp generated frames are beside the world's true frames of the same actions: `grad_mag(gen)` over `grad_mag(true)`
-    (1 = as sharp as the world; a blur scores near 0, noise can score above 1, which PSNR then punishes)."""
-    return round(grad_mag(gen)/max(grad_mag(true), 1e-8), 3)
 
 
 # %% ../nbs/10_realtime.ipynb #d167246e

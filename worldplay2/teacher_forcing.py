@@ -20,7 +20,7 @@ from einops import rearrange, repeat
 from .dit import WorldModel, MemoryTokens, FlowMatching, EulerSampler, flow_step, model_config, Room
 from .compressor import (MemoryConfig, MemoryLayout, Memory, HistoryCompressor, memory_layout, make_memory, shrink,
                                     SINK, CMP, TMP)
-from .controls import FIELDS
+from .controls import FIELDS, camera_offsets, turned_before
 
 # %% ../nbs/07_teacher_forcing.ipynb #bdf643e4
 @dataclass
@@ -37,18 +37,23 @@ class MemoryWorld(nn.Module):
         arch = lambda c: (c.z_ch, c.patch, c.d_model, c.heads)
         if arch(compressor.dc) != arch(model.config.dit):
             raise ValueError(f"the compressor was built for a DiT with (z_ch, patch, d_model, heads) = {arch(compressor.dc)}, the model has {arch(model.config.dit)}")
-        if model.config.dit.camera_rope:
-            raise ValueError("the model turns its rotary positions with the camera (DiTConfig.camera_rope), relative to a clip's first latent; "
-                             "memory needs absolute positions: start from a model trained without it (train base --no-camera-rope; "
-                             "the shipped small-base has it on)")
         self.model, self.compressor = model, compressor
 
     @property
     def config(self): return self.model.config
 
     def memory(self, z, z_lr, actions, layout: MemoryLayout = None) -> Memory:
-        "m_<t of history latents z (B, t, C, H, W), their low-res latents and actions (B, 1 + 4(t−1), 6)."
-        return make_memory(self.compressor, self.model.dit, z, z_lr, self.model.actions(actions), layout)
+        """m_<t of history latents z (B, t, C, H, W), their low-res latents and actions (B, 1 + 4(t−1), 6); a `camera_rope` model's
+        memory frames carry their camera offsets since the stream's start."""
+        return make_memory(self.compressor, self.model.dit, z, z_lr, self.model.actions(actions), layout, self.offsets(actions))
+
+    def offsets(self, actions, turned=None):
+        """Per latent (B, n, 2) camera offsets since the stream's start: of a stream's first actions (B, 1 + 4(n−1), 6), or of a later
+        chunk's (B, 4n, 6) after the turn `turned` (B, 2) commanded before it. None for a model without `camera_rope`."""
+        c = self.config
+        if not c.dit.camera_rope: return None
+        turned = actions.new_zeros(actions.shape[0], 2) if turned is None else turned
+        return camera_offsets(actions, c.control.t_factor, c.dit.latent_res//c.dit.patch, turned=turned)
 
     def forward(self, x, sigma, actions, captions=None, memory: Memory = None, t0=0, mask=None, **kw):
         "Velocity of clip x (B, n, C, H, W) starting at latent t0, after `memory`; see `WorldModel.forward`."
@@ -87,10 +92,11 @@ def teacher_loss(mw: MemoryWorld, fm: FlowMatching, z, z_lr, actions, captions, 
     "Eq. 5 for the bidirectional teacher: memory of latents < t, flow matching on latents t … t+L−1, no mask."
     mem = mw.memory(z[:, :t], z_lr, _acts(actions, t))
     return flow_step(mw.model, fm, z[:, t:t + L], actions[:, 1 + 4*(t - 1):1 + 4*(t + L - 1)], captions, generator, i2v=False,
-                     memory=mem, t0=t)
+                     memory=mem, t0=t, turned=turned_before(actions, t))
 
 def forcing_inputs(mw: MemoryWorld, z, z_lr, actions, t: int, C: int, k: int):
-    "What k chunks of C latents from t see under teacher forcing: the packed memory of the true latents, Fig. 3's mask, the chunks' actions."
+    """What k chunks of C latents from t see under teacher forcing: the packed memory of the true latents, Fig. 3's mask, the chunks'
+    actions (their turn before, `turned_before(actions, t)`, goes with them to a `camera_rope` model)."""
     mc = mw.compressor.mc
     if C % mc.l: raise ValueError(f"a chunk of {C} latents does not hold whole compressed steps of l = {mc.l}")
     lays, union = chunk_layouts(mc, t, C, k)
@@ -102,7 +108,8 @@ def forcing_inputs(mw: MemoryWorld, z, z_lr, actions, t: int, C: int, k: int):
 def student_loss(mw: MemoryWorld, fm: FlowMatching, z, z_lr, actions, captions, t: int, C: int, k: int, generator=None):
     "Eq. 5 for the chunk-wise student by teacher forcing: k chunks of C latents from t, each with its own memory (Fig. 3's mask)."
     mem, mask, acts = forcing_inputs(mw, z, z_lr, actions, t, C, k)
-    return flow_step(mw.model, fm, z[:, t:t + k*C], acts, captions, generator, i2v=False, sigma_per=C, memory=mem, t0=t, mask=mask)
+    return flow_step(mw.model, fm, z[:, t:t + k*C], acts, captions, generator, i2v=False, sigma_per=C, memory=mem, t0=t, mask=mask,
+                     turned=turned_before(actions, t))
 
 # %% ../nbs/07_teacher_forcing.ipynb #053d37ad
 def _cat_kv(parts):
@@ -252,6 +259,9 @@ class WorldStream:
         acts = torch.zeros(1, 1, 6, device=frame.device); acts[..., 4] = perspective
         # the history grows by a chunk per step without copying all of it: latents, low-res latents, actions, action embeddings
         self.hist = dict(z=Grow(z, keep=mc.n_sink), z_lr=Grow(vae.normalize(mu_lr), keep=1), acts=Grow(acts), e=Grow(self.mw.model.actions(acts)))
+        off = self.mw.offsets(acts)                                                      # camera_rope: each latent's turn since the start
+        if off is not None: self.hist['off'] = Grow(off)
+        self.turned = acts[..., :2].sum(1)                                               # (1, 2) pitch, yaw commanded so far
         self.captions, self.cache, self.frames = tuple(captions), KVCache(), [frame]
         self._remember()                                                                 # the sink's memory frame, before the first key
         return self
@@ -281,7 +291,8 @@ class WorldStream:
         "Bring the cache to layout `lay`: compute the new memory frames (each reads the sink), drop those that left."
         mw, c = self.mw, self.cache
         dit, e = mw.model.dit, self.hist['e'].t
-        mk = lambda l_: make_memory(mw.compressor, dit, self.hist['z'], self.hist['z_lr'], e, l_)
+        off = self.hist['off'].t if 'off' in self.hist else None
+        mk = lambda l_: make_memory(mw.compressor, dit, self.hist['z'], self.hist['z_lr'], e, l_, off)
         t = self.latents
         if c.sink is None or c.sink_latents != lay.sink:                        # every memory token reads the sink: a new sink, all anew
             c.forget_memory()
@@ -314,7 +325,7 @@ class WorldStream:
         mw, C = self.mw, self.C
         if captions is not None: self.captions = tuple(captions)
         if actions.shape[1] != 4*C: raise ValueError(f"a chunk of {C} latents needs {4*C} action frames, got {actions.shape[1]}")
-        t, dit = self.latents, mw.model.dit
+        t, dit, turned = self.latents, mw.model.dit, self.turned                 # turned: the chunk's offsets count on from there
         lay = memory_layout(mw.compressor.mc, t)
         x = self.hist['z'].new_zeros((1, C) + self.hist['z'].shape[2:])
         if self.use_cache:
@@ -322,14 +333,14 @@ class WorldStream:
             parts, n = self.cache.parts(), C*(x.shape[-2]//dit.c.patch)*(x.shape[-1]//dit.c.patch)
             past = _kv_room(parts, n, self.room)                                 # each step writes only the chunk's K/V
             mask = None if self.room is None else room_mask(self.cache.tokens, self.room, n, x.device)
-            vel = lambda x_, s_, cond, **kw: mw.model(x_, s_, actions, ctx=ctx, t0=t, past=past, mask=mask, **kw)
-            kept = lambda x_, s_, cond, **kw: mw.model(x_, s_, actions, ctx=ctx, t0=t, past=_cat_kv(parts), **kw)   # holds frames, not a copy
+            vel = lambda x_, s_, cond, **kw: mw.model(x_, s_, actions, ctx=ctx, t0=t, past=past, mask=mask, turned=turned, **kw)
+            kept = lambda x_, s_, cond, **kw: mw.model(x_, s_, actions, ctx=ctx, t0=t, past=_cat_kv(parts), turned=turned, **kw)   # frames, not a copy
         else:                                                                    # the reference: the whole memory, every step
             mem = mw.memory(self.z, self.z_lr, self.acts)
             S = (x.shape[-2]//dit.c.patch)*(x.shape[-1]//dit.c.patch)
             mask = None if self.teacher else forcing_mask(mem, [lay], S, C)
             caps = tuple([f] for f in self.captions)
-            vel = kept = lambda x_, s_, cond, **kw: mw(x_, s_, actions, caps, mem, t0=t, mask=mask, **kw)
+            vel = kept = lambda x_, s_, cond, **kw: mw(x_, s_, actions, caps, mem, t0=t, mask=mask, turned=turned, **kw)
         x = self.sampler(vel, x, generator=generator, **sampler_kw)
         self.velocity = kept
         yield from self._append(x, actions)
@@ -346,6 +357,8 @@ class WorldStream:
         frames = torch.cat(frames, 1)
         mu_lr, _, self.lr_state = vae.encode(shrink(frames[:, 1::mc.l], mc.s), self.lr_state)   # the stream's even frames 4t−2, 4t, …
         for k, v in dict(z=x, z_lr=vae.normalize(mu_lr), acts=actions, e=self.mw.model.actions(actions)).items(): self.hist[k].add(v)
+        if 'off' in self.hist: self.hist['off'].add(self.mw.offsets(actions, self.turned))
+        self.turned = self.turned + actions[..., :2].sum(1)
         if self.bounded: self._forget()
         if self.keep_video: self.frames.append(frames)
 

@@ -272,7 +272,7 @@ def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_si
                num_workers: int = 0, seed: int = 0, progress: bool = True, vae=None, n_latents: int = 5, start_share: float = 0.5,
                init=None, p_i2v: float = None, p_high_sigma: float = None, camera_rope: bool = None, camera_heads: int = None,
                shift: float = None, neg_weight: float = 0.0, neg_ratio: float = 1.0, screen_pos: bool = None,
-               high_sigma: float = None, travel: bool = None, **trainer_kw) -> dict:
+               high_sigma: float = None, travel: bool = None, pred: str = None, **trainer_kw) -> dict:
     """Stages 1–2: encode the episodes under `data` with the trained VAE (`vae`: its folder), then train the bidirectional WorldModel of
     `preset` — from scratch, or from the model/ folder `init` of an earlier run (its network config; `preset` still sets the
     step count, batch size and learning rate). A `start_share` of the training windows (drawn with replacement) start at a stream's
@@ -283,7 +283,8 @@ def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_si
     and samples with (`DiTConfig.shift`: higher draws noisier levels), `neg_weight` and `neg_ratio` those of `flow_step`'s mirrored-actions
     hinge (0: none), `screen_pos` whether each token also learns its place on the screen (`DiTConfig.screen_pos`; a model trained without
     gains it, starting at zero), `high_sigma` the lower end of the noise levels drawn with `p_high_sigma` (`DiTConfig.high_sigma`),
-    `travel` whether the actions also give the walk and turn since the clip's first latent (`ControlConfig.travel`; gained likewise)."""
+    `travel` whether the actions also give the walk and turn since the clip's first latent (`ControlConfig.travel`; gained likewise),
+    `pred` what the head predicts (`DiTConfig.pred`: 'x0', or 'skip', where the clean latent also passes around the network)."""
     out = Path(out)
     if vae is None: raise ValueError("train base needs the trained VAE: pass vae=DIR (the vae/ folder of `worldplay2 train vae`)")
     for name, x in (('start_share', start_share), ('p_i2v', p_i2v), ('p_high_sigma', p_high_sigma), ('high_sigma', high_sigma)):
@@ -307,6 +308,7 @@ def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_si
     if high_sigma is not None: cfg.dit.high_sigma = high_sigma
     if camera_rope is not None: cfg.dit.camera_rope = camera_rope
     if shift is not None: cfg.dit.shift = shift
+    if pred is not None: cfg.dit.pred = pred; cfg.dit.__post_init__()                                     # checked
     for k, on in asked.items(): setattr(getattr(cfg, NEW_PARTS[k][0]), k, on)
     if camera_heads is not None: cfg.dit.camera_heads = camera_heads; cfg.dit.__post_init__()           # checked against heads
     paths = encode_latents(v, data, out/'latents', progress)
@@ -331,7 +333,7 @@ def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_si
     metrics = dict(stage='base', preset=preset, steps=int(trainer.global_step), batch_size=bs, episodes=len(paths), val_loss=round(r['val/loss'], 4),
                    val_loss_mirrored=round(r['val/loss_mirrored'], 4), init=None if init is None else str(init), start_share=start_share,
                    p_i2v=cfg.dit.p_i2v, p_high_sigma=cfg.dit.p_high_sigma, high_sigma=cfg.dit.high_sigma, camera_rope=cfg.dit.camera_rope, camera_heads=cfg.dit.camera_heads, screen_pos=cfg.dit.screen_pos, travel=cfg.control.travel,
-                   shift=cfg.dit.shift, **(dict(neg_weight=neg_weight, neg_ratio=neg_ratio) if neg_weight else {}), wall_s_this_run=round(time.time() - t0, 1), params=sum(p.numel() for p in lit.model.parameters()))
+                   shift=cfg.dit.shift, pred=cfg.dit.pred, **(dict(neg_weight=neg_weight, neg_ratio=neg_ratio) if neg_weight else {}), wall_s_this_run=round(time.time() - t0, 1), params=sum(p.numel() for p in lit.model.parameters()))
     write_json_atomic(out/'metrics.json', metrics)
     return metrics
 
