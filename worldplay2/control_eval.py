@@ -169,7 +169,8 @@ def denoise_psnr(model, vae, frames, actions, caps: dict, sigmas=(0.1, 0.3, 0.5,
     """How well `model` recovers a stream's true latents from each noise level in `sigmas`: the clip's `frames` (uint8 (T, H, W, 3),
     a stream's start, T = 1 + 4k) are encoded, the latents after the first (kept clean, as in sampling) noised to σ, and the model's
     one-step clean estimate x̂0 = x_σ − σ·v decoded. Per σ: PSNR (dB, frames after the first) of the noisy latents decoded as they
-    are (`noisy`) and of the estimate (`estimate`); `vae`: the VAE's own reconstruction, the ceiling."""
+    are (`noisy`) and of the estimate (`estimate`), and the estimate's `sharpness` against the true frames; `vae`: the VAE's own
+    reconstruction, the ceiling."""
     frames = np.asarray(frames)
     z = vae.normalize(vae.encode(frames_to_tensor(frames)[None])[0])
     a = torch.from_numpy(np.asarray(actions, np.float32))[None]
@@ -180,5 +181,6 @@ def denoise_psnr(model, vae, frames, actions, caps: dict, sigmas=(0.1, 0.3, 0.5,
         sig = torch.full(z.shape[:2], float(s)); sig[:, 0] = 0
         xs = FlowMatching().noise(z, sig, eps)[0]                           # the schedule's x_σ (its shift plays no part here)
         est = xs - sig[..., None, None, None]*model(xs, sig, a, ctx=ctx)
-        out[f'sigma {s:g}'] = dict(noisy=round(psnr(dec(xs), frames[1:]), 2), estimate=round(psnr(dec(est), frames[1:]), 2))
+        d = dec(est)
+        out[f'sigma {s:g}'] = dict(noisy=round(psnr(dec(xs), frames[1:]), 2), estimate=round(psnr(d, frames[1:]), 2), sharpness=sharpness(d, frames[1:]))
     return out
