@@ -116,7 +116,7 @@ def cmd_train(a):
     if missing: raise ValueError(f"train {a.stage} needs {' and '.join(missing)}")
     memory = dict(init=a.init, vae=a.vae, compressor=a.compressor, window=a.window)
     extra = dict(base=dict(vae=a.vae, init=a.init, start_share=a.start_share, p_i2v=a.p_i2v, p_high_sigma=a.p_high_sigma, camera_rope=a.camera_rope,
-                          camera_heads=a.camera_heads, shift=a.shift, pred=a.pred, neg_weight=a.neg_actions, neg_ratio=a.neg_ratio,
+                          camera_heads=a.camera_heads, shift=a.shift, pred=a.pred, token_dims=a.token_dims, neg_weight=a.neg_actions, neg_ratio=a.neg_ratio,
                           screen_pos=a.screen_pos, high_sigma=a.high_sigma, travel=a.travel),
                  compressor=dict(vae=a.vae, model=a.model, window=a.window), teacher=memory, student=memory,
                  pdd=dict(init=a.init, vae=a.vae, window=a.window, solver=a.solver),
@@ -332,6 +332,8 @@ def _train_parser(sub):
                    help="base: turn each latent's rotary positions with the camera (DiTConfig.camera_rope; default: the model config's, off for a new one)")
     t.add_argument('--shift', type=float, default=None,
                    help="base: timestep shift of the noise levels trained at and sampled with (DiTConfig.shift; default: the model config's)")
+    t.add_argument('--token-dims', type=int, default=None, help="base: how many principal components of each latent patch the model "
+                   "sees and predicts (DiTConfig.token_dims; fitted on the training latents; default: the model config's, 0 = the whole patch)")
     t.add_argument('--pred', choices=('x0', 'skip'), default=None, help="base: what the head predicts (DiTConfig.pred): 'x0', or 'skip', "
                    "where the clean latent also passes around the network at low noise (default: the model config's)")
     t.add_argument('--camera-heads', type=int, default=None,

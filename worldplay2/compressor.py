@@ -16,7 +16,7 @@ import numpy as np
 import torch, torch.nn as nn, torch.nn.functional as F
 import lightning as L
 from einops import rearrange, repeat
-from .dit import DiTConfig, MemoryTokens, WorldModel, Attention, model_config
+from .dit import DiTConfig, MemoryTokens, WorldModel, Attention, model_config, make_patchify
 from .vae import CausalVAE
 
 # %% ../nbs/06_compressor.ipynb #40d2cc65
@@ -268,7 +268,7 @@ class LitRetrieval(L.LightningModule):
 COMPRESSOR_TRAIN = dict(tiny=dict(max_steps=200, batch_size=8, lr=1e-3, window=9), small=dict(max_steps=2000, batch_size=8, lr=1e-3, window=39),
                         base=dict(max_steps=50_000, batch_size=16, lr=3e-4, window=65))
 
-def save_compressor(compressor: HistoryCompressor, decoder: RetrievalDecoder, patchify: nn.Linear, path, dtype=torch.float32):
+def save_compressor(compressor: HistoryCompressor, decoder: RetrievalDecoder, patchify: nn.Module, path, dtype=torch.float32):
     "Write the compressor, its stage-1 probe and the patchifier it was trained with to the folder `path` (config.json + model.safetensors)."
     from worldplay2.vae import save_weights
     cfg = dict(model='HistoryCompressor', memory=asdict(compressor.mc), dit=asdict(compressor.dc), probe_layers=len(decoder.attns))
@@ -280,7 +280,7 @@ def load_compressor(path):
     cfg, sd = load_weights(path, 'HistoryCompressor')
     mc, dc = MemoryConfig(**cfg['memory']), DiTConfig(**cfg['dit'])
     parts = nn.ModuleDict(dict(compressor=HistoryCompressor(mc, dc), decoder=RetrievalDecoder(mc, dc, cfg['probe_layers']),
-                               patchify=nn.Linear(dc.z_ch*dc.patch**2, dc.d_model)))
+                               patchify=make_patchify(dc)))
     parts.load_state_dict(sd)
     return tuple(parts[k].eval() for k in ('compressor', 'decoder', 'patchify'))
 

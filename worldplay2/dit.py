@@ -4,9 +4,9 @@
 
 # %% auto #0
 __all__ = ['NEW_PARTS', 'DiTConfig', 'ModelConfig', 'model_config', 'rope_angles', 'apply_rope', 'token_positions',
-           'timestep_embedding', 'modulate', 'Room', 'Attention', 'DiTBlock', 'skip_scales', 'MemoryTokens', 'WorldDiT',
-           'WorldModel', 'has_part', 'with_new_parts', 'frame_causal_mask', 'shift_sigma', 'FlowMatching',
-           'EulerSampler', 'flow_step']
+           'timestep_embedding', 'modulate', 'Room', 'Attention', 'DiTBlock', 'skip_scales', 'TokenIn', 'make_patchify',
+           'MemoryTokens', 'WorldDiT', 'WorldModel', 'has_part', 'with_new_parts', 'fit_token_basis',
+           'with_token_basis', 'frame_causal_mask', 'shift_sigma', 'FlowMatching', 'EulerSampler', 'flow_step']
 
 # %% ../nbs/04_dit.ipynb #9b3c7515
 import math
@@ -39,13 +39,19 @@ class DiTConfig:
     camera_rope: bool = False     # move each latent's (y, x) rotary positions by the camera turn since the clip's first (notebook 03)
     camera_heads: int = 0         # with camera_rope: how many heads (the first ones) take the turned positions, 0 = all; the others stay on the screen's grid
     screen_pos: bool = False      # add a learned embedding of each token's place on the screen (row, column) to the residual stream
+    token_dims: int = 0           # the network sees and predicts the top `token_dims` principal components of each latent patch
+                                  # (`TokenIn`, fitted by `fit_token_basis`); 0: all z_ch·patch² numbers of it
 
     def __post_init__(self):
         if not 0 <= self.camera_heads <= self.heads: raise ValueError(f"camera_heads must be in [0, heads={self.heads}], got {self.camera_heads}")
         if self.pred not in ('v', 'x0', 'skip'): raise ValueError(f"unknown pred '{self.pred}'; known: v, x0, skip")
+        if not 0 <= self.token_dims <= self.z_ch*self.patch**2:
+            raise ValueError(f"token_dims must be in [0, z_ch·patch² = {self.z_ch*self.patch**2}], got {self.token_dims}")
 
     @property
     def tokens_per_frame(self): return (self.latent_res//self.patch)**2
+    @property
+    def patch_dims(self): return self.z_ch*self.patch**2                  # numbers in one latent patch
     @property
     def head_dim(self): return self.d_model//self.heads
     @property
@@ -176,6 +182,21 @@ def skip_scales(sigma):
     d = (1 - sigma)**2 + sigma**2
     return (1 - sigma)/d, sigma/d.sqrt()
 
+class TokenIn(nn.Module):
+    """The patchifier of a `token_dims` model: a latent patch (..., P) -> its top-k principal components (`basis` (k, P) rows,
+    around `center` (P,)) -> (..., d). `unproject` maps k components back to a patch: the head's way out."""
+    def __init__(self, P: int, k: int, d: int):
+        super().__init__()
+        self.register_buffer('basis', torch.eye(k, P)); self.register_buffer('center', torch.zeros(P))   # set by `fit_token_basis`
+        self.proj = nn.Linear(k, d)
+
+    def forward(self, x): return self.proj((x - self.center) @ self.basis.T)
+    def unproject(self, y): return y @ self.basis + self.center
+
+def make_patchify(c: DiTConfig) -> nn.Module:
+    "The patchifier of config `c`: a linear layer from each latent patch, or from its top `token_dims` principal components."
+    return TokenIn(c.patch_dims, c.token_dims, c.d_model) if c.token_dims else nn.Linear(c.patch_dims, c.d_model)
+
 @dataclass
 class MemoryTokens:
     "Clean context tokens set before the clip (the memory of notebook 06): their noise level is 0, and each belongs to a memory frame."
@@ -192,13 +213,13 @@ class WorldDiT(nn.Module):
     def __init__(self, c: DiTConfig, ctl: ControlConfig):
         super().__init__()
         self.c, d = c, c.d_model
-        self.patchify = nn.Linear(c.z_ch*c.patch**2, d)
+        self.patchify = make_patchify(c)
         self.screen = nn.Parameter(torch.zeros(c.tokens_per_frame, d)) if c.screen_pos else None     # zero: starts as the model without it
         self.temb = nn.Sequential(nn.Linear(d, d), nn.SiLU(), nn.Linear(d, d))
         self.blocks = nn.ModuleList(DiTBlock(c, ctl) for _ in range(c.depth))
         self.norm_out = nn.LayerNorm(d, elementwise_affine=False, eps=1e-6)
         self.ada_out = nn.Sequential(nn.SiLU(), nn.Linear(d, 2*d))
-        self.head = nn.Linear(d, c.z_ch*c.patch**2)
+        self.head = nn.Linear(d, c.token_dims or c.patch_dims)
         for m in (self.ada_out[-1], self.head): nn.init.zeros_(m.weight); nn.init.zeros_(m.bias)
 
     def memory_kv(self, memory: MemoryTokens, ctx, ctx_mask=None, mask=None, past=None):
@@ -261,7 +282,8 @@ class WorldDiT(nn.Module):
             h = blk(h, temb, e, ctx[i] if isinstance(ctx, list) else ctx, ctx_mask, ang, slot, mask, None if past is None else past[i], kept)
             if keep is not None: keep.append(kept[0])
         sh, sc = repeat(self.ada_out(temb[:, temb.shape[1] - n:]), 'b n d -> b (n s) d', s=S).chunk(2, -1)
-        out = (self.head if head is None else head)(modulate(self.norm_out(h[:, M:]), sh, sc))     # (B, n·S, [K,] C·p²)
+        out = (self.head if head is None else head)(modulate(self.norm_out(h[:, M:]), sh, sc))     # (B, n·S, [K,] C·p² or token_dims)
+        if self.c.token_dims: out = self.patchify.unproject(out)                 # principal components back to a patch
         out = rearrange(out, 'b (n y x) ... (c p q) -> ... b n c (y p) (x q)', n=n, y=hh//p, p=p, q=p)
         if self.c.pred == 'v': return out
         if self.c.pred == 'skip':                                                # x0 = c_skip·x_σ + c_out·out
@@ -321,6 +343,42 @@ def with_new_parts(model: WorldModel, screen_pos: bool = False, travel: bool = F
     if unexpected or set(missing) != added: raise ValueError(f"the weights do not fit its config: missing {missing}, unexpected {unexpected}")
     if hasattr(model, 'latent_stats'): new.latent_stats = model.latent_stats
     return new.train(model.training)
+
+# %% ../nbs/04_dit.ipynb #0793afa7
+@torch.no_grad()
+def fit_token_basis(z, k: int, patch: int, max_patches: int = 200_000, seed: int = 0):
+    """The top-k principal components (k, C·p²) and the mean (C·p²,) of the p×p patches of latents z (N, C, H, W), and the share of
+    the patches' variance the components keep (from at most `max_patches` patches drawn at random)."""
+    x = rearrange(z.float(), 'n c (y p) (x q) -> (n y x) (c p q)', p=patch, q=patch)     # the DiT's order within a patch
+    if len(x) > max_patches: x = x[torch.randperm(len(x), generator=torch.Generator().manual_seed(seed))[:max_patches]]
+    center = x.mean(0)
+    _, S, Vh = torch.linalg.svd(x - center, full_matrices=False)
+    return Vh[:k].contiguous(), center, float((S[:k]**2).sum()/(S**2).sum())
+
+@torch.no_grad()
+def with_token_basis(model: WorldModel, basis, center) -> WorldModel:
+    """A copy of `model`, which sees whole patches, that sees and predicts the components `basis` (k, C·p²) of its patches around
+    `center`: patchifier and head mapped from `model`'s, so that on latents inside the subspace it computes what `model` does, its
+    predictions projected onto the subspace."""
+    import copy
+    c = model.config.dit
+    if c.token_dims: raise ValueError(f"the model already sees {c.token_dims} components per patch")
+    if basis.shape[1:] != (c.patch_dims,) or center.shape != (c.patch_dims,):
+        raise ValueError(f"a basis of (k, {c.patch_dims}) and a center of ({c.patch_dims},) fit this model, got {tuple(basis.shape)} and {tuple(center.shape)}")
+    cfg = copy.deepcopy(model.config); cfg.dit.token_dims = len(basis); cfg.dit.__post_init__()
+    new = WorldModel(cfg)
+    old = {n: t for n, t in model.state_dict().items() if not n.startswith(('dit.patchify.', 'dit.head.'))}
+    missing, unexpected = new.load_state_dict(old, strict=False)
+    if unexpected or any(not n.startswith(('dit.patchify.', 'dit.head.')) for n in missing):
+        raise ValueError(f"the weights do not fit its config: missing {missing}, unexpected {unexpected}")
+    W, b, H, hb = model.dit.patchify.weight, model.dit.patchify.bias, model.dit.head.weight, model.dit.head.bias
+    pin, head = new.dit.patchify, new.dit.head
+    pin.basis.copy_(basis); pin.center.copy_(center)
+    pin.proj.weight.copy_(W @ basis.T); pin.proj.bias.copy_(W @ center + b)          # W·(center + basisᵀ·coef) + b
+    head.weight.copy_(basis @ H); head.bias.copy_(basis @ (hb - center))             # the old head's patch, in components
+    if hasattr(model, 'latent_stats'): new.latent_stats = model.latent_stats
+    return new.train(model.training)
+
 
 # %% ../nbs/04_dit.ipynb #ba3ee332
 def frame_causal_mask(n: int, S: int, device=None):

@@ -501,7 +501,8 @@ def train_forcing(data, out, mode: str, init, vae, compressor=None, preset: str 
         comp = HistoryCompressor(MemoryConfig(), model.config.dit)
         if compressor is not None:
             comp, _, patchify = load_compressor(compressor)
-            if not torch.allclose(patchify.weight, model.dit.patchify.weight, atol=1e-3):
+            same = lambda a, b: a.keys() == b.keys() and all(x.shape == y.shape and torch.allclose(x, y, atol=1e-3) for x, y in zip(a.values(), b.values()))
+            if not same(patchify.state_dict(), model.dit.patchify.state_dict()):
                 import warnings
                 warnings.warn(f"{compressor} was pre-trained against another model's patchifier than {init}'s: stage 2 starts further off")
         mw = MemoryWorld(model, comp).train()

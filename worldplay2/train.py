@@ -17,7 +17,7 @@ import lightning as L
 import numpy as np
 from .data import WorldDataModule, list_episodes, write_json_atomic, read_episode, split_episodes, event_at, _atomic_dir, _load_json, frames_to_tensor
 from .vae import CausalVAE, LitVAE, vae_config, save_vae, load_vae, save_weights, load_weights, fit_latent_stats, bench_vae, pca_init
-from .dit import WorldModel, FlowMatching, flow_step, model_config, with_new_parts, has_part, NEW_PARTS
+from .dit import WorldModel, FlowMatching, flow_step, model_config, with_new_parts, has_part, NEW_PARTS, fit_token_basis, with_token_basis
 from .controls import mirror_actions
 
 # %% ../nbs/05_training.ipynb #84f8ae39
@@ -272,7 +272,7 @@ def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_si
                num_workers: int = 0, seed: int = 0, progress: bool = True, vae=None, n_latents: int = 5, start_share: float = 0.5,
                init=None, p_i2v: float = None, p_high_sigma: float = None, camera_rope: bool = None, camera_heads: int = None,
                shift: float = None, neg_weight: float = 0.0, neg_ratio: float = 1.0, screen_pos: bool = None,
-               high_sigma: float = None, travel: bool = None, pred: str = None, **trainer_kw) -> dict:
+               high_sigma: float = None, travel: bool = None, pred: str = None, token_dims: int = None, **trainer_kw) -> dict:
     """Stages 1–2: encode the episodes under `data` with the trained VAE (`vae`: its folder), then train the bidirectional WorldModel of
     `preset` — from scratch, or from the model/ folder `init` of an earlier run (its network config; `preset` still sets the
     step count, batch size and learning rate). A `start_share` of the training windows (drawn with replacement) start at a stream's
@@ -284,7 +284,9 @@ def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_si
     hinge (0: none), `screen_pos` whether each token also learns its place on the screen (`DiTConfig.screen_pos`; a model trained without
     gains it, starting at zero), `high_sigma` the lower end of the noise levels drawn with `p_high_sigma` (`DiTConfig.high_sigma`),
     `travel` whether the actions also give the walk and turn since the clip's first latent (`ControlConfig.travel`; gained likewise),
-    `pred` what the head predicts (`DiTConfig.pred`: 'x0', or 'skip', where the clean latent also passes around the network)."""
+    `pred` what the head predicts (`DiTConfig.pred`: 'x0', or 'skip', where the clean latent also passes around the network),
+    `token_dims` how many principal components of each latent patch the model sees and predicts (`DiTConfig.token_dims`; fitted on
+    the training latents, a model trained on whole patches is carried over by `with_token_basis`)."""
     out = Path(out)
     if vae is None: raise ValueError("train base needs the trained VAE: pass vae=DIR (the vae/ folder of `worldplay2 train vae`)")
     for name, x in (('start_share', start_share), ('p_i2v', p_i2v), ('p_high_sigma', p_high_sigma), ('high_sigma', high_sigma)):
@@ -313,6 +315,13 @@ def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_si
     if camera_heads is not None: cfg.dit.camera_heads = camera_heads; cfg.dit.__post_init__()           # checked against heads
     paths = encode_latents(v, data, out/'latents', progress)
     train, val = split_episodes(paths)
+    kept = None
+    if token_dims is not None and token_dims != cfg.dit.token_dims:
+        if cfg.dit.token_dims: raise ValueError(f"the model of {init} sees {cfg.dit.token_dims} components per patch: that cannot change")
+        z = torch.cat([torch.from_numpy(np.load(p/'latents.npz')['z'][::4].astype(np.float32)) for p in train])   # every 4th latent
+        basis, center, kept = fit_token_basis(z, token_dims, cfg.dit.patch)
+        model = with_token_basis(model if model is not None else WorldModel(cfg), basis, center)
+        cfg = model.config
     steps, bs, lr = (max_steps or BASE_TRAIN[preset]['max_steps']), (batch_size or BASE_TRAIN[preset]['batch_size']), BASE_TRAIN[preset]['lr']
     L.seed_everything(seed, verbose=False)
     def mk(ps, train: bool):
@@ -333,7 +342,8 @@ def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_si
     metrics = dict(stage='base', preset=preset, steps=int(trainer.global_step), batch_size=bs, episodes=len(paths), val_loss=round(r['val/loss'], 4),
                    val_loss_mirrored=round(r['val/loss_mirrored'], 4), init=None if init is None else str(init), start_share=start_share,
                    p_i2v=cfg.dit.p_i2v, p_high_sigma=cfg.dit.p_high_sigma, high_sigma=cfg.dit.high_sigma, camera_rope=cfg.dit.camera_rope, camera_heads=cfg.dit.camera_heads, screen_pos=cfg.dit.screen_pos, travel=cfg.control.travel,
-                   shift=cfg.dit.shift, pred=cfg.dit.pred, **(dict(neg_weight=neg_weight, neg_ratio=neg_ratio) if neg_weight else {}), wall_s_this_run=round(time.time() - t0, 1), params=sum(p.numel() for p in lit.model.parameters()))
+                   shift=cfg.dit.shift, pred=cfg.dit.pred, token_dims=cfg.dit.token_dims,
+                   **(dict(token_variance_kept=round(kept, 5)) if kept is not None else {}), **(dict(neg_weight=neg_weight, neg_ratio=neg_ratio) if neg_weight else {}), wall_s_this_run=round(time.time() - t0, 1), params=sum(p.numel() for p in lit.model.parameters()))
     write_json_atomic(out/'metrics.json', metrics)
     return metrics
 
