@@ -5,9 +5,10 @@ with this repository as the working directory and PYTHONPATH set to it:
     OUT=results T_END=$(( $(date +%s) + 540 )) python3 nbs/gpu/stream_chain.py
 
 It regenerates the `small` data (208 episodes), encodes them once on the GPU, then runs the stages of STAGES (default: teacher
-student pdd dmd) in order, each stopped by Lightning's max_time at its share of the time left (SHARES, default 0.35 0.3 0.2 0.15).
-A stage starts from the stage before it, or from INIT_<STAGE> (a model/ folder brought back by an earlier lease: the chain resumes
-stage by stage); the teacher from TEACHER_INIT (default: the shipped camera-aligned small-base) with the shipped compressor.
+student pdd dmd; `base` may come first, a fine-tune of the shipped small-base with BASE_FLAGS, e.g. '--token-dims 128') in order,
+each stopped by Lightning's max_time at its share of the time left (SHARES, one per stage; by default SHARE's). A stage starts
+from the stage before it, or from INIT_<STAGE> (a model/ folder brought back by an earlier lease: the chain resumes stage by
+stage); the teacher from TEACHER_INIT (default: the shipped camera-aligned small-base) with the shipped compressor.
 What comes back under OUT (at most 8 files): the teacher and the last stage in float16 shards of under 16 MiB, and one JSON with
 every stage's metrics, config and training log. MINI=1 rehearses it all on a CPU in a few minutes (a handful of episodes, tiny
 batches, a few steps)."""
@@ -34,20 +35,24 @@ with torch.no_grad(): encode_latents(load_vae(VAE), D, RUN/'latents', progress=F
 log('data ready')
 
 STAGES = os.environ.get('STAGES', 'teacher student pdd dmd').split()
-SHARES = [float(x) for x in os.environ.get('SHARES', '0.35 0.3 0.2 0.15').split()][-len(STAGES):]
-BATCH = dict(teacher=2 if MINI else 32, student=2 if MINI else 32, pdd=2 if MINI else 32)
-STEPS = dict(teacher=3, student=3, pdd=3, dmd=2) if MINI else dict(teacher=20_000, student=20_000, pdd=10_000, dmd=2_000)
+SHARE = dict(base=0.2, teacher=0.35, student=0.3, pdd=0.2, dmd=0.15)                 # of the time left, among the stages still to run
+SHARES = [float(x) for x in os.environ['SHARES'].split()] if 'SHARES' in os.environ else [SHARE[s] for s in STAGES]
+if len(SHARES) != len(STAGES) or any(s not in SHARE for s in STAGES): sys.exit(f'STAGES {STAGES} (of {list(SHARE)}) and SHARES {SHARES} do not match')
+BATCH = dict(base=4 if MINI else 128, teacher=2 if MINI else 32, student=2 if MINI else 32, pdd=2 if MINI else 32)
+STEPS = dict(base=3, teacher=3, student=3, pdd=3, dmd=2) if MINI else dict(base=20_000, teacher=20_000, student=20_000, pdd=10_000, dmd=2_000)
 RESERVE = 40 if MINI else 90                                  # seconds kept for the last saves and the shards
 records, prev = {}, None
 for i, stage in enumerate(STAGES):
     out = RUN/stage
     (out/'latents').exists() or shutil.copytree(RUN/'latents', out/'latents', copy_function=os.link)   # the encoded latents, shared
     init = os.environ.get(f'INIT_{stage.upper()}') or prev
+    if stage == 'base': init = init or 'worldplay2/pretrained/small-base'
     if stage == 'teacher': init = init or os.environ.get('TEACHER_INIT', 'worldplay2/pretrained/small-base')
     budget = (left() - RESERVE)*SHARES[i]/sum(SHARES[i:]) - (15 if MINI else 45)   # the stage's share, less its start and final writes
     if budget < 20: log('no time left for', stage); break
     args = ['train', stage, '--preset', 'small', '--data', str(D), '--vae', VAE, '--init', str(init), '--out', str(out),
             '--max-steps', str(STEPS[stage]), '--max-time', str(int(budget)), '--num-workers', '0' if MINI else '4', '--quiet']
+    if stage == 'base': args += os.environ.get('BASE_FLAGS', '--camera-rope --start-share 0.5 --p-i2v 1').split()
     if stage == 'teacher': args += ['--compressor', 'worldplay2/pretrained/small-compressor']
     if stage in BATCH: args += ['--batch-size', str(BATCH[stage])]
     if stage == 'dmd': args += ['--teacher', str(os.environ.get('INIT_TEACHER') or RUN/'teacher'/'model')] + os.environ.get('DMD_FLAGS', '').split()
