@@ -24,8 +24,8 @@ def _loaders():
     return dict(CausalVAE=load_vae, WorldModel=load_world, HistoryCompressor=load_compressor, MemoryWorld=load_memory_world, PDDWorld=load_pdd_world)
 
 KINDS = dict(
-    CausalVAE=("the lightweight causal video VAE: 4× in time (the first frame alone), 8× in space, a light decoder for real time",
-               "METHOD.md §9 (the small-scale build); the paper's light decoder, §4 / App. C.3"),
+    CausalVAE=("the lightweight causal video VAE: 4× in time (the first frame alone), 4× (small) or 8× (tiny, base) in space, a light decoder for real time",
+               "a small causal VAE light enough for real time, in place of the paper's Wan2.2 VAE and light decoder, §4 / App. C.3"),
     WorldModel=("the bidirectional diffusion transformer with factorized hybrid control (actions injected after cross-attention, eq. 2; "
                 "structured captions, eq. 3), trained with flow matching", "paper §3.1 and the curriculum's stages 1–2, §4"),
     HistoryCompressor=("the distillation-oriented history compressor (coarse low-res branch + causal fine branch), after its retrieval "
@@ -33,7 +33,7 @@ KINDS = dict(
     MemoryWorld=("the world model with compressed memory [sink | compressed history | recent window]: the bidirectional memory teacher "
                  "(stage `teacher`) or the chunk-wise autoregressive student (stage `student`)", "paper §3.2, eq. 4–5, curriculum stage 4"),
     PDDWorld=("the few-step student: the AR student with a bank of interval heads (Parallel Decoding Distillation), optionally refined "
-              "by Stable Forcing", "METHOD.md §5 (PDD) and paper §3.3, Alg. 1 (Stable Forcing)"))
+              "by Stable Forcing", "PDD (Shaul et al. 2026) and paper §3.3, Alg. 1 (Stable Forcing)"))
 
 def checkpoint_kind(folder) -> str:
     "The class a checkpoint folder holds (its config.json's `model` field); a clear error when it is not one."
@@ -284,7 +284,8 @@ def train_all(out, preset: str = 'small', workers: int = 1, progress: bool = Tru
     runs = dict(
         vae=lambda o: train_vae(data, o, **kw),
         base=lambda o: train_base(data, o, vae=vae, **kw),
-        navigation=lambda o: train_base(data, o, vae=vae, init=out/'base'/'model', start_share=1.0, p_i2v=1.0, p_high_sigma=0.7, **kw),
+        navigation=lambda o: train_base(data, o, vae=vae, init=out/'base'/'model', start_share=1.0, p_i2v=1.0, p_high_sigma=0.7,
+                                   camera_rope=True, **kw),
         compressor=lambda o: train_compressor(data, o, out/'navigation'/'model', vae, **kw),
         teacher=lambda o: train_forcing(data, o, 'teacher', out/'navigation'/'model', vae, out/'compressor'/'compressor', **kw),
         student=lambda o: train_forcing(data, o, 'student', out/'teacher'/'model', vae, **kw),
