@@ -24,3 +24,5 @@ nbdev_test --n_workers 2 --timing
 
 echo "== pytest (fast tier; two workers, the docs tests on one)"
 python3 -m pytest -q -m "not slow" -n 2 --dist loadgroup --durations=10 tests
+
+echo "== fast tier done in ${SECONDS} s"

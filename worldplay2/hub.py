@@ -253,7 +253,8 @@ def models_list() -> list:
 RECIPE = dict(                                       # (kind, episodes, seconds, seed) per part of the data, and the frame side
     tiny=dict(data=[('navigation', 6, 5, 0), ('loop', 3, 5, 1), ('event', 2, 5, 2)], res=32),
     small=dict(data=[('navigation', 48, 12, 100), ('loop', 16, 12, 101), ('event', 16, 12, 102), ('navigation', 96, 10, 200),
-                     ('loop', 32, 10, 201)], res=128))   # the data of the shipped small models (208 episodes)
+                     ('loop', 32, 10, 201)], res=128,    # the data of the shipped small models (208 episodes)
+               steps=dict(teacher=1600, student=1200, pdd=500, dmd=100)))   # the shipped streaming chain's steps
 
 def _share_latents(out: Path, stage: str, order: list):
     "Give `stage` the encoded latents of the latest earlier stage that has them (hard links), unless it has its own."
@@ -280,6 +281,7 @@ def train_all(out, preset: str = 'small', workers: int = 1, progress: bool = Tru
     out, r = Path(out), RECIPE[preset]
     data, vae = out/'data', out/'vae'/'vae'
     kw = dict(preset=preset, progress=progress, **trainer_kw)
+    st = lambda stage: dict(kw, max_steps=r.get('steps', {}).get(stage))     # a stage's steps: the recipe's, else the preset's
     dmd = DMDConfig(latents=4, clip=4) if preset == 'tiny' else DMDConfig()
     runs = dict(
         vae=lambda o: train_vae(data, o, **kw),
@@ -287,10 +289,10 @@ def train_all(out, preset: str = 'small', workers: int = 1, progress: bool = Tru
         navigation=lambda o: train_base(data, o, vae=vae, init=out/'base'/'model', start_share=1.0, p_i2v=1.0, p_high_sigma=0.7,
                                    camera_rope=True, **kw),
         compressor=lambda o: train_compressor(data, o, out/'navigation'/'model', vae, **kw),
-        teacher=lambda o: train_forcing(data, o, 'teacher', out/'navigation'/'model', vae, out/'compressor'/'compressor', **kw),
-        student=lambda o: train_forcing(data, o, 'student', out/'teacher'/'model', vae, **kw),
-        pdd=lambda o: train_pdd(data, o, out/'student'/'model', vae, **kw),
-        dmd=lambda o: train_dmd(data, o, out/'pdd'/'model', out/'teacher'/'model', vae, dmd=dmd, **kw))
+        teacher=lambda o: train_forcing(data, o, 'teacher', out/'navigation'/'model', vae, out/'compressor'/'compressor', **st('teacher')),
+        student=lambda o: train_forcing(data, o, 'student', out/'teacher'/'model', vae, **st('student')),
+        pdd=lambda o: train_pdd(data, o, out/'student'/'model', vae, **st('pdd')),
+        dmd=lambda o: train_dmd(data, o, out/'pdd'/'model', out/'teacher'/'model', vae, dmd=dmd, **st('dmd')))
     order = ['data', *runs]
     todo = stages or order
     unknown = [s for s in todo if s not in order]
