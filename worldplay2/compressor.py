@@ -305,7 +305,7 @@ def train_compressor(data, out, model, vae, preset: str = 'small', max_steps: in
     """TinyHistory stage 1 (`worldplay2 train compressor`): encode the episodes under `data` with the VAE folder `vae` (adding the
     low-res latents), take the patchifier of the world model folder `model`, and train the compressor to rebuild past latents from
     its tokens on windows of `window` latents from each episode's start. Writes out/compressor and out/metrics.json."""
-    from worldplay2.train import encode_latents, make_trainer, load_world, check_latent_stats, _resume_path
+    from worldplay2.train import encode_latents, make_trainer, load_world, check_latent_stats, resume_path
     from worldplay2.vae import load_vae
     from worldplay2.data import split_episodes, write_json_atomic
     out, mc = Path(out), memory or MemoryConfig()
@@ -321,7 +321,7 @@ def train_compressor(data, out, model, vae, preset: str = 'small', max_steps: in
     lit = LitRetrieval(HistoryCompressor(mc, world.config.dit), RetrievalDecoder(mc, world.config.dit), world.dit.patchify, hp['lr'], steps)
     trainer = make_trainer(out, steps, devices, strategy, progress=progress, **trainer_kw)
     t0 = time.time()
-    trainer.fit(lit, dl(tr, True), dl(va, False), ckpt_path=_resume_path(out))
+    trainer.fit(lit, dl(tr, True), dl(va, False), ckpt_path=resume_path(out))
     if trainer.global_rank != 0: return {}
     save_compressor(lit.compressor, lit.decoder, lit.patchify, out/'compressor')
     lit.eval()

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from .world import AgentState, FPS, TURN_RATE
-from .data import read_episode, event_at, frames_to_tensor, tensor_to_frames, _load_json
+from .data import read_episode, event_at, frames_to_tensor, tensor_to_frames, load_json
 from .controls import mirror_actions, still_actions
 
 # %% ../nbs/05a_control_eval.ipynb #42a20040
@@ -156,7 +156,7 @@ def best_for_control(root=None) -> Path:
     scored = []
     for p in (sorted(root.iterdir()) if root.is_dir() else []):
         if not (p/'config.json').exists() or not (p/'metrics.json').exists(): continue
-        acc = _load_json(p/'metrics.json').get('eval_control', {}).get('action_accuracy')          # a corrupt card: an error naming it
+        acc = load_json(p/'metrics.json').get('eval_control', {}).get('action_accuracy')          # a corrupt card: an error naming it
         if acc is not None: scored.append((acc, p.name))
     if not scored: raise ValueError(f"no model under {root} records an eval_control result: pass --checkpoint and --vae")
     return root/max(scored)[1]

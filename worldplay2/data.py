@@ -4,9 +4,9 @@
 
 # %% auto #0
 __all__ = ['FORMAT_VERSION', 'CAPTION_FIELDS', 'TWIN', 'check_caption', 'write_json_atomic', 'write_episode', 'write_mp4',
-           'write_recorded', 'read_episode', 'episode_seed', 'episode_name', 'generate', 'list_episodes', 'samples_dir',
-           'make_samples', 'split_of', 'split_episodes', 'event_at', 'frames_to_tensor', 'tensor_to_frames',
-           'EpisodeDataset', 'WorldDataModule']
+           'write_recorded', 'load_json', 'read_episode', 'episode_seed', 'episode_name', 'generate', 'list_episodes',
+           'samples_dir', 'make_samples', 'split_of', 'split_episodes', 'event_at', 'frames_to_tensor',
+           'tensor_to_frames', 'EpisodeDataset', 'WorldDataModule']
 
 # %% ../nbs/01_data.ipynb #c33f2dc9
 import csv, json, math, os, shutil, tempfile, zipfile, zlib
@@ -130,7 +130,8 @@ def _load_npz(path, keys):
     except FileNotFoundError: raise ValueError(f"{path}: missing")
     except (zipfile.BadZipFile, EOFError, OSError, ValueError, zlib.error) as e: raise ValueError(f"{path}: corrupt or truncated ({e})") from None
 
-def _load_json(path):
+def load_json(path):
+    "Read a JSON file; a missing or malformed file is a ValueError that names it."
     try: return json.loads(Path(path).read_text())
     except FileNotFoundError: raise ValueError(f"{path}: missing")
     except (json.JSONDecodeError, UnicodeDecodeError) as e: raise ValueError(f"{path}: not valid JSON ({e})") from None
@@ -162,8 +163,8 @@ def read_episode(path, depth: bool = False) -> Episode:
     "Read an episode folder (synthetic npz layout or recorded mp4 layout)."
     path = Path(path)
     if not path.is_dir(): raise ValueError(f"{path}: not an episode folder")
-    caption = check_caption(_load_json(path/'caption.json'), str(path/'caption.json'))
-    meta = _load_json(path/'meta.json') if (path/'meta.json').exists() else dict(kind='recorded', fps=FPS)
+    caption = check_caption(load_json(path/'caption.json'), str(path/'caption.json'))
+    meta = load_json(path/'meta.json') if (path/'meta.json').exists() else dict(kind='recorded', fps=FPS)
     if (path/'frames.npz').exists():
         fr = _load_npz(path/'frames.npz', ['frames'] + (['depth'] if depth else []))
         tr = _load_npz(path/'track.npz', ['actions', 'poses', 'cameras', 'state'])
@@ -285,7 +286,7 @@ class EpisodeDataset(torch.utils.data.Dataset):
         self.paths, self.history, self.clip, self.length = [Path(p) for p in paths], history, clip, history + clip
         self.windows = []
         for i, p in enumerate(self.paths):
-            meta = _load_json(p/'meta.json') if (p/'meta.json').exists() else None
+            meta = load_json(p/'meta.json') if (p/'meta.json').exists() else None
             T = meta['n_frames'] if meta and 'n_frames' in meta else len(read_episode(p))
             self.windows += [(i, s) for s in range(0, T - self.length + 1, stride)]
         self._read = lru_cache(maxsize=cache)(read_episode)

@@ -16,7 +16,7 @@ import lightning as L
 from .dit import FlowMatching
 from .controls import still_actions, mirror_actions, guide, turned_before
 from .teacher_forcing import (MemoryWorld, WorldStream, ForcingConfig, teacher_loss, forcing_loaders,
-                                        load_memory_world, run_probe, _model_kind)
+                                        load_memory_world, run_probe, model_kind)
 from .pdd import PDDWorld, PDDConfig, save_pdd_world, load_pdd_world
 
 # %% ../nbs/09_stable_forcing.ipynb #42d78390
@@ -174,15 +174,15 @@ def train_dmd(data, out, init, teacher, vae, preset: str = 'small', max_steps: i
     """Stage 6 (`worldplay2 train dmd`): Stable Forcing of the few-step student `init` — a `train pdd` folder, or the AR student of
     `train student` (the "no PDD init" ablation: every head starts as its head) — against the frozen bidirectional `teacher` (`train
     teacher`), which also initialises the critic. Windows of the episodes under `data` give each rollout's first frame, actions, captions."""
-    from worldplay2.train import make_trainer, check_latent_stats, _resume_path
+    from worldplay2.train import make_trainer, check_latent_stats, resume_path
     from worldplay2.vae import load_vae
     from worldplay2.data import write_json_atomic
     out, dc, fc = Path(out), dmd or DMDConfig(), forcing or ForcingConfig()
-    kind = _model_kind(init)
+    kind = model_kind(init)
     if kind == 'PDDWorld': gen = load_pdd_world(init)
     elif kind == 'MemoryWorld': gen = PDDWorld(load_memory_world(init), PDDConfig())
     else: raise ValueError(f"{init} is neither a PDD student (`train pdd`) nor an AR student (`train student`)")
-    if _model_kind(teacher) != 'MemoryWorld': raise ValueError(f"the teacher {teacher} is not a model with memory (`train teacher`)")
+    if model_kind(teacher) != 'MemoryWorld': raise ValueError(f"the teacher {teacher} is not a model with memory (`train teacher`)")
     v, real, fake = load_vae(vae), load_memory_world(teacher), load_memory_world(teacher)
     for m, name in ((gen.mw.model, init), (real.model, teacher)): check_latent_stats(m, v, f"the model of {name}")
     hp = DMD_TRAIN[preset]
@@ -194,7 +194,7 @@ def train_dmd(data, out, init, teacher, vae, preset: str = 'small', max_steps: i
     if devices != 1 and strategy == 'auto': strategy = 'ddp_find_unused_parameters_true'   # replay never reaches the critic, nor its update the student
     trainer = make_trainer(out, steps*per, devices, strategy, progress=progress, **dict(dict(ckpt_every=100*per), **trainer_kw))
     t0 = time.time()
-    trainer.fit(lit, dl['train'], ckpt_path=_resume_path(out))
+    trainer.fit(lit, dl['train'], ckpt_path=resume_path(out))
     if trainer.global_rank != 0: return {}
     save_pdd_world(lit.gen, out/'model', vae=v)
     metrics = dict(stage='dmd', preset=preset, steps=int(trainer.global_step)//per, episodes=len(paths), init=str(init), teacher=str(teacher),

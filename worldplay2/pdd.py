@@ -201,11 +201,11 @@ def train_pdd(data, out, init, vae, preset: str = 'small', max_steps: int = None
     """Stage 5 (`worldplay2 train pdd`): the chunk-wise student folder `init` (`train student`) gets a bank of interval heads and
     learns eq. 6 from a frozen copy of itself on the episodes under `data` (encoded with the VAE folder `vae`)."""
     from worldplay2.train import check_latent_stats
-    from worldplay2.teacher_forcing import _model_kind, fit_stage
+    from worldplay2.teacher_forcing import model_kind, fit_stage
     from worldplay2.vae import load_vae
     from worldplay2.data import write_json_atomic
     out, fc, pc = Path(out), forcing or ForcingConfig(), pdd or PDDConfig()
-    if _model_kind(init) != 'MemoryWorld': raise ValueError(f"PDD starts from the chunk-wise student (`train student`); {init} is not a model with memory")
+    if model_kind(init) != 'MemoryWorld': raise ValueError(f"PDD starts from the chunk-wise student (`train student`); {init} is not a model with memory")
     v, ar = load_vae(vae), load_memory_world(init)
     check_latent_stats(ar.model, v, f"the model of {init}")
     student = PDDWorld(load_memory_world(init).train(), pc)

@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 import numpy as np
 import torch
-from .data import read_episode, list_episodes, event_at, frames_to_tensor, _load_json
+from .data import read_episode, list_episodes, event_at, frames_to_tensor, load_json
 from .vae import recon_metrics
 from .compressor import MemoryConfig
 from .teacher_forcing import MemoryWorld, WorldStream
@@ -48,7 +48,7 @@ def eval_revisit(mw: MemoryWorld, vae, episodes, variants=('compressed', 'full',
     """RevisitBench on the loop episodes among `episodes`, per memory variant: the mean of `revisit_metrics`. Each variant runs `mw` with
     that memory mode, or the model given for it in `models` (e.g. a teacher trained with full context); `teacher`: roll out as the
     bidirectional teacher (no mask) or as the chunk-wise student (Fig. 3's mask)."""
-    loops = [p for p in episodes if _load_json(Path(p)/'meta.json').get('loop')][:max_episodes]      # the meta alone: no frames read
+    loops = [p for p in episodes if load_json(Path(p)/'meta.json').get('loop')][:max_episodes]      # the meta alone: no frames read
     if not loops: raise ValueError(f"no loop episode among {len(episodes)}: generate some with `worldplay2 data generate --kind loop`")
     out = {}
     for v in variants:

@@ -6,8 +6,8 @@
 __all__ = ['FORCING_TRAIN', 'ForcingConfig', 'MemoryWorld', 'memory_self_mask', 'forcing_mask', 'chunk_layouts', 'teacher_loss',
            'forcing_inputs', 'student_loss', 'room_mask', 'KVCache', 'Grow', 'WorldStream', 'ForcingWindows',
            'clip_start', 'LitForcing', 'memory_world_config', 'memory_world_from_config', 'save_memory_world',
-           'load_memory_world', 'forcing_loaders', 'fit_stage', 'train_forcing', 'memory_tokens', 'bench_memory',
-           'run_probe', 'bench_memory_train']
+           'load_memory_world', 'model_kind', 'forcing_loaders', 'fit_stage', 'train_forcing', 'memory_tokens',
+           'bench_memory', 'run_probe', 'bench_memory_train']
 
 # %% ../nbs/07_teacher_forcing.ipynb #202f817f
 import json, math, time
@@ -375,13 +375,13 @@ class WorldStream:
 class ForcingWindows(torch.utils.data.Dataset):
     "Each encoded episode's first `n` latents, low-res latents, actions, scene, character and the event at every latent's time."
     def __init__(self, paths, n: int, l: int = 2):
-        from worldplay2.data import event_at, _load_json
+        from worldplay2.data import event_at, load_json
         self.items = []
         for p in map(Path, paths):
             d = np.load(p/'latents.npz')
             if 'z_lr' not in d: raise ValueError(f"{p} has no low-res latents: encode again (encode_latents adds them)")
             if len(d['z']) < n: continue
-            cap, fps = _load_json(p/'caption.json'), _load_json(p/'meta.json').get('fps', 16)
+            cap, fps = load_json(p/'caption.json'), load_json(p/'meta.json').get('fps', 16)
             self.items.append(dict(z=torch.from_numpy(d['z'][:n].astype(np.float32)), z_lr=torch.from_numpy(d['z_lr'][:1 + (n - 1)//l].astype(np.float32)),
                                    actions=torch.from_numpy(d['actions'][:1 + 4*(n - 1)].astype(np.float32)), scene=cap['scene'],
                                    character=cap['character'] or '', events=[event_at(cap, max(0, 4*j - 3)/fps) for j in range(n)]))
@@ -456,7 +456,7 @@ def load_memory_world(path) -> MemoryWorld:
     mw.load_state_dict(sd)
     return mw.eval()
 
-def _model_kind(path):
+def model_kind(path):
     "The `model` field of a weights folder's config.json (None when unreadable)."
     try: return json.loads((Path(path)/'config.json').read_text()).get('model')
     except (OSError, ValueError): return None
@@ -473,10 +473,10 @@ def forcing_loaders(vae, data, out, n: int, mc: MemoryConfig, batch_size: int, n
 def fit_stage(lit, dl: dict, out, steps: int, save, devices=1, strategy='auto', progress: bool = True, **trainer_kw):
     """Fit `lit` on `dl`'s loaders (resuming from `out`'s last checkpoint), then `save()` and validate once more on rank 0:
     -> the validation metrics with `steps` done and `wall_s` of this run (None on other ranks)."""
-    from worldplay2.train import make_trainer, _resume_path
+    from worldplay2.train import make_trainer, resume_path
     trainer = make_trainer(Path(out), steps, devices, strategy, progress=progress, **trainer_kw)
     t0 = time.time()
-    trainer.fit(lit, dl['train'], dl['val'], ckpt_path=_resume_path(Path(out)))
+    trainer.fit(lit, dl['train'], dl['val'], ckpt_path=resume_path(Path(out)))
     if trainer.global_rank != 0: return None
     save()
     return trainer.validate(lit, dl['val'], verbose=False)[0] | dict(steps=int(trainer.global_step), wall_s=round(time.time() - t0, 1))
@@ -494,7 +494,7 @@ def train_forcing(data, out, mode: str, init, vae, compressor=None, preset: str 
     out, fc = Path(out), forcing or ForcingConfig()
     if mode not in ('teacher', 'student'): raise ValueError(f"unknown mode '{mode}'; known: teacher, student")
     v = load_vae(vae)
-    if _model_kind(init) == 'MemoryWorld': mw = load_memory_world(init).train()
+    if model_kind(init) == 'MemoryWorld': mw = load_memory_world(init).train()
     elif mode == 'student': raise ValueError(f"the student starts from a teacher with memory (`train teacher`); {init} is not one")
     else:
         model = load_world(init)

@@ -4,9 +4,9 @@
 
 # %% auto #0
 __all__ = ['VAE_TRAIN', 'BASE_TRAIN', 'PRETRAINED_DIR', 'WHEEL_MODELS', 'REPO_MODELS', 'check_latents_match', 'check_data',
-           'quiet_lightning', 'make_trainer', 'train_vae', 'vae_fingerprint', 'resolve_device', 'plain_fp32',
-           'encode_latents', 'LatentDataset', 'warmup_cosine', 'LitWorld', 'save_world', 'check_latent_stats',
-           'load_world', 'train_base', 'shipped_names', 'pretrained', 'bench_train_step']
+           'quiet_lightning', 'make_trainer', 'resume_path', 'train_vae', 'vae_fingerprint', 'resolve_device',
+           'plain_fp32', 'encode_latents', 'LatentDataset', 'warmup_cosine', 'LitWorld', 'save_world',
+           'check_latent_stats', 'load_world', 'train_base', 'shipped_names', 'pretrained', 'bench_train_step']
 
 # %% ../nbs/05_training.ipynb #f418d020
 import contextlib, itertools, json, math, os, tempfile, time
@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 import lightning as L
 import numpy as np
-from .data import WorldDataModule, list_episodes, write_json_atomic, read_episode, split_episodes, event_at, _atomic_dir, _load_json, frames_to_tensor
+from .data import WorldDataModule, list_episodes, write_json_atomic, read_episode, split_episodes, event_at, _atomic_dir, load_json, frames_to_tensor
 from .vae import CausalVAE, LitVAE, vae_config, save_vae, load_vae, save_weights, load_weights, fit_latent_stats, bench_vae, pca_init
 from .dit import WorldModel, FlowMatching, flow_step, model_config, with_new_parts, has_part, NEW_PARTS, fit_token_basis, with_token_basis
 from .controls import mirror_actions
@@ -58,7 +58,8 @@ def make_trainer(out: Path, max_steps: int, devices=1, strategy='auto', val_ever
                      val_check_interval=val_every, check_val_every_n_epoch=None, limit_val_batches=8, log_every_n_steps=10,
                      enable_progress_bar=progress, enable_model_summary=False, **kw)
 
-def _resume_path(out: Path):
+def resume_path(out: Path):
+    "The run's last Lightning checkpoint under `out` to resume from, or None for a fresh start."
     p = out/'checkpoints'/'last.ckpt'
     return str(p) if p.exists() else None
 
@@ -74,7 +75,7 @@ def train_vae(data, out, preset: str = 'small', max_steps: int = None, batch_siz
     L.seed_everything(seed, verbose=False)
     dm = WorldDataModule(data, history=0, clip=cfg.n_frames(3), stride=4, batch_size=bs, num_workers=num_workers, seed=seed, cache=512)
     lit = LitVAE(CausalVAE(cfg), max_steps=steps)
-    resume = _resume_path(out)
+    resume = resume_path(out)
     if resume is None:                                                             # a fresh run starts from the PCA code of (up to) 8 batches
         dm.setup()
         pca_init(lit.vae, torch.cat([b['frames'] for b in itertools.islice(dm.train_dataloader(), 8)]))
@@ -182,8 +183,8 @@ class LatentDataset(torch.utils.data.Dataset):
     def __init__(self, paths, n_latents: int = 5, stride: int = 2, t_factor: int = 4):
         self.paths, self.n, self.tf = [Path(p) for p in paths], n_latents, t_factor
         self.data = [dict(np.load(p/'latents.npz')) for p in self.paths]          # small: keep all in memory
-        self.caps = [_load_json(p/'caption.json') for p in self.paths]
-        self.fps = [_load_json(p/'meta.json').get('fps', 16) for p in self.paths]
+        self.caps = [load_json(p/'caption.json') for p in self.paths]
+        self.fps = [load_json(p/'meta.json').get('fps', 16) for p in self.paths]
         self.windows = [(i, j, -1) for i, d in enumerate(self.data) for j in range(0, len(d['z']) - n_latents + 1, stride)]
         self.windows += [(i, 0, k) for i, d in enumerate(self.data) if d.get('starts_z', np.zeros((0, 0))).shape[1] >= n_latents
                          for k in range(len(d['starts_z']))]
@@ -335,7 +336,7 @@ def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_si
     lit = LitWorld(model if model is not None else WorldModel(cfg), lr=lr, max_steps=steps, neg_weight=neg_weight, neg_ratio=neg_ratio)
     trainer = make_trainer(out, steps, devices, strategy, progress=progress, **trainer_kw)
     t0 = time.time()
-    trainer.fit(lit, mk(train, True), mk(val, False), ckpt_path=_resume_path(out))
+    trainer.fit(lit, mk(train, True), mk(val, False), ckpt_path=resume_path(out))
     if trainer.global_rank != 0: return {}
     save_world(lit.model, out/'model', vae=v)
     r = trainer.validate(lit, mk(val, False), verbose=False)[0]
