@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field, asdict
 import torch, torch.nn as nn, torch.nn.functional as F
 from einops import rearrange, repeat
-from .controls import ControlConfig, ActionEncoder, ActionInjection, TextEncoder, guide, camera_offsets, mirror_actions
+from .controls import ControlConfig, ActionEncoder, ActionInjection, TextEncoder, guide, camera_offsets, mirror_actions, frames_of
 from .vae import VAEConfig, vae_config
 
 # %% ../nbs/04_dit.ipynb #487dfdb4

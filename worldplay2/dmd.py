@@ -14,7 +14,7 @@ import numpy as np
 import torch, torch.nn.functional as F
 import lightning as L
 from .dit import FlowMatching
-from .controls import still_actions, mirror_actions, guide, turned_before
+from .controls import still_actions, mirror_actions, guide, turned_before, frames_of
 from .teacher_forcing import (MemoryWorld, WorldStream, ForcingConfig, teacher_loss, forcing_loaders,
                                         load_memory_world, run_probe, model_kind)
 from .pdd import PDDWorld, PDDConfig, save_pdd_world, load_pdd_world
@@ -70,7 +70,7 @@ def rollout(gen: PDDWorld, vae, frame, actions, captions, dc: DMDConfig, chunk: 
     snaps = []
     for i in range(dc.latents//chunk):
         t, d, trace = 1 + i*chunk, int(torch.randint(sampler.steps, (1,), generator=generator)), []
-        st.step(actions[:, 1 + 4*(t - 1):1 + 4*(t - 1 + chunk)], captions[i], generator, trace=trace, stop=d if dc.rollout == 'exit' else None)
+        st.step(actions[:, frames_of(t):frames_of(t + chunk)], captions[i], generator, trace=trace, stop=d if dc.rollout == 'exit' else None)
         snaps.append((st.velocity, trace[d][0], d, t))
     return Rollout(st.z, st.z_lr, st.acts, snaps)
 
@@ -92,8 +92,8 @@ def clip_scores(real: MemoryWorld, fake: MemoryWorld, ro: Rollout, captions, dc:
         x0 = ro.z[:, t:t + Lc]
         s = dc.sigma_min + (dc.sigma_max - dc.sigma_min)*torch.rand(1, 1, generator=generator).to(x0)
         x_s = (1 - s[..., None, None, None])*x0 + s[..., None, None, None]*torch.randn(x0.shape, generator=generator).to(x0)
-        acts, caps = ro.actions[:, 1 + 4*(t - 1):1 + 4*(t - 1 + Lc)], _clip_captions(captions, t, chunk)
-        hist = (ro.z[:, :t], ro.z_lr, ro.actions[:, :1 + 4*(t - 1)])
+        acts, caps = ro.actions[:, frames_of(t):frames_of(t + Lc)], _clip_captions(captions, t, chunk)
+        hist = (ro.z[:, :t], ro.z_lr, ro.actions[:, :frames_of(t)])
         score = lambda m, mem, a: m(x_s, s.expand(1, Lc), a, caps, mem, t0=t, turned=turned_before(ro.actions, t))
         mem = real.memory(*hist)
         v_real = score(real, mem, acts)
@@ -250,7 +250,7 @@ def long_loop(seed: int, latents: int, lap_latents: int = 16, res: int = 128, pe
     from worldplay2.episodes import loop_actions
     from worldplay2.realtime import true_frames
     if latents < 2 or lap_latents < 2: raise ValueError(f"a long loop needs latents >= 2 and lap_latents >= 2, got {latents} and {lap_latents}")
-    w, P, T = World.from_seed(seed), 4*lap_latents, 1 + 4*(latents - 1)
+    w, P, T = World.from_seed(seed), 4*lap_latents, frames_of(latents)
     lap = loop_actions(w, P + 1, np.random.default_rng(seed), perspective)      # frame 0 stands still; frames 1 … P walk out and back
     acts = np.concatenate([lap[:1]] + [lap[1:]]*(-(-(T - 1)//P)))[:T]
     return w, acts, true_frames(w, acts[1:], res, perspective)
@@ -266,7 +266,7 @@ def horizon_quality(models: dict, vae, seeds=(0, 1, 2, 3), latents: int = 65, la
     from worldplay2.data import frames_to_tensor, tensor_to_frames
     from worldplay2.revisit import loop_rollout
     from worldplay2.control_eval import sharpness
-    P, T = 4*lap_latents, 1 + 4*(latents - 1)
+    P, T = 4*lap_latents, frames_of(latents)
     if T <= P: raise ValueError(f"{latents} latents do not finish one lap of {lap_latents} latents: nothing is revisited")
     loops = [(w, acts, true_np, frames_to_tensor(true_np)[None]) for w, acts, true_np in (long_loop(s, latents, lap_latents, vae.config.res) for s in seeds)]
     laps = [slice(1 + j*P, min(T, 1 + (j + 1)*P)) for j in range(-(-(T - 1)//P))]

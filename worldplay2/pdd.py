@@ -14,7 +14,7 @@ import numpy as np
 import torch, torch.nn as nn, torch.nn.functional as F
 import lightning as L
 from .dit import shift_sigma
-from .controls import turned_before
+from .controls import turned_before, frames_of
 from .teacher_forcing import (MemoryWorld, ForcingConfig, FORCING_TRAIN, forcing_inputs, clip_start, forcing_loaders,
                                         memory_world_config, memory_world_from_config, load_memory_world)
 
@@ -230,7 +230,7 @@ def rollout_quality(variants: dict, vae, episodes, chunk: int = 2, latents: int 
     from worldplay2.data import read_episode, event_at, frames_to_tensor
     from worldplay2.vae import recon_metrics
     from worldplay2.revisit import loop_rollout
-    T = 1 + 4*(latents - 1)
+    T = frames_of(latents)
     eps = [e for e in (read_episode(p) for p in episodes[:max_episodes]) if len(e) >= T]
     if not eps: raise ValueError(f"no episode of {T} frames or more among the first {max_episodes} of {len(episodes)}")
     chunks = [slice(1 + 4*j*chunk, min(T, 1 + 4*(j + 1)*chunk)) for j in range((latents - 1 + chunk - 1)//chunk)]

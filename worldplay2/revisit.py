@@ -15,6 +15,7 @@ from .data import read_episode, list_episodes, event_at, frames_to_tensor, load_
 from .vae import recon_metrics
 from .compressor import MemoryConfig
 from .teacher_forcing import MemoryWorld, WorldStream
+from .controls import frames_of
 
 # %% ../nbs/07a_revisit.ipynb #301b07a0
 @torch.no_grad()
@@ -31,10 +32,10 @@ def loop_rollout(mw: MemoryWorld, vae, frames, actions, captions: dict, clip: in
     a = torch.from_numpy(np.asarray(actions, np.float32)).to(dev)
     g = torch.Generator(dev).manual_seed(seed)
     for t in range(1, n, clip):
-        ca = a[1 + 4*(t - 1):1 + 4*(t - 1 + clip)]
+        ca = a[frames_of(t):frames_of(t + clip)]
         if len(ca) < 4*clip: ca = torch.cat([ca, ca[-1:].expand(4*clip - len(ca), -1)*ca.new_tensor([0, 0, 0, 0, 1, 0.])])  # pad: stand still
         st.step(ca[None], generator=g)
-    return st.video()[:, :1 + 4*(n - 1)].clamp(-1, 1)
+    return st.video()[:, :frames_of(n)].clamp(-1, 1)
 
 def revisit_metrics(gen, true, turn: int) -> dict:
     "Revisit and ground-truth PSNR/SSIM on the way back: gen, true (1, T, 3, H, W) in [-1, 1]; pose f equals pose 2·turn − f."

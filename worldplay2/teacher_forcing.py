@@ -20,7 +20,7 @@ from einops import rearrange, repeat
 from .dit import WorldModel, MemoryTokens, FlowMatching, EulerSampler, flow_step, model_config, Room
 from .compressor import (MemoryConfig, MemoryLayout, Memory, HistoryCompressor, memory_layout, make_memory, shrink,
                                     SINK, CMP, TMP)
-from .controls import FIELDS, camera_offsets, turned_before
+from .controls import FIELDS, camera_offsets, turned_before, frames_of
 
 # %% ../nbs/07_teacher_forcing.ipynb #bdf643e4
 @dataclass
@@ -86,12 +86,12 @@ def chunk_layouts(mc: MemoryConfig, t: int, C: int, k: int):
 # %% ../nbs/07_teacher_forcing.ipynb #bc7eb70a
 def _acts(actions, n: int):
     "The action frames of the first n latents of a stream: (B, 1 + 4(n−1), 6)."
-    return actions[:, :1 + 4*(n - 1)]
+    return actions[:, :frames_of(n)]
 
 def teacher_loss(mw: MemoryWorld, fm: FlowMatching, z, z_lr, actions, captions, t: int, L: int, generator=None):
     "Eq. 5 for the bidirectional teacher: memory of latents < t, flow matching on latents t … t+L−1, no mask."
     mem = mw.memory(z[:, :t], z_lr, _acts(actions, t))
-    return flow_step(mw.model, fm, z[:, t:t + L], actions[:, 1 + 4*(t - 1):1 + 4*(t + L - 1)], captions, generator, i2v=False,
+    return flow_step(mw.model, fm, z[:, t:t + L], actions[:, frames_of(t):frames_of(t + L)], captions, generator, i2v=False,
                      memory=mem, t0=t, turned=turned_before(actions, t))
 
 def forcing_inputs(mw: MemoryWorld, z, z_lr, actions, t: int, C: int, k: int):
@@ -103,7 +103,7 @@ def forcing_inputs(mw: MemoryWorld, z, z_lr, actions, t: int, C: int, k: int):
     last = t + (k - 1)*C                                                       # the last chunk's start: the packed memory's history
     mem = mw.memory(z[:, :last], z_lr, _acts(actions, last), union)
     mask = forcing_mask(mem, lays, (z.shape[-2]//mw.config.dit.patch)*(z.shape[-1]//mw.config.dit.patch), C)
-    return mem, mask, actions[:, 1 + 4*(t - 1):1 + 4*(t + k*C - 1)]
+    return mem, mask, actions[:, frames_of(t):frames_of(t + k*C)]
 
 def student_loss(mw: MemoryWorld, fm: FlowMatching, z, z_lr, actions, captions, t: int, C: int, k: int, generator=None):
     "Eq. 5 for the chunk-wise student by teacher forcing: k chunks of C latents from t, each with its own memory (Fig. 3's mask)."
@@ -383,7 +383,7 @@ class ForcingWindows(torch.utils.data.Dataset):
             if len(d['z']) < n: continue
             cap, fps = load_json(p/'caption.json'), load_json(p/'meta.json').get('fps', 16)
             self.items.append(dict(z=torch.from_numpy(d['z'][:n].astype(np.float32)), z_lr=torch.from_numpy(d['z_lr'][:1 + (n - 1)//l].astype(np.float32)),
-                                   actions=torch.from_numpy(d['actions'][:1 + 4*(n - 1)].astype(np.float32)), scene=cap['scene'],
+                                   actions=torch.from_numpy(d['actions'][:frames_of(n)].astype(np.float32)), scene=cap['scene'],
                                    character=cap['character'] or '', events=[event_at(cap, max(0, 4*j - 3)/fps) for j in range(n)]))
         if not self.items: raise ValueError(f"no episode has {n} latents: use shorter windows or longer episodes")
 
@@ -569,13 +569,14 @@ lim = int(float(sys.argv[5])*2**30); resource.setrlimit(resource.RLIMIT_AS, (lim
 from worldplay2.dit import WorldModel, FlowMatching, model_config
 from worldplay2.compressor import MemoryConfig, HistoryCompressor
 from worldplay2.teacher_forcing import MemoryWorld, teacher_loss
+from worldplay2.controls import frames_of
 preset, mode, h, L = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 c = model_config(preset); torch.manual_seed(0)
 mw = MemoryWorld(WorldModel(c), HistoryCompressor(MemoryConfig(mode=mode), c.dit)); fm = FlowMatching(c.dit.shift)
 opt = torch.optim.AdamW(mw.parameters(), lr=1e-4)
 n, r = h + L, c.dit.latent_res
 z, z_lr = torch.randn(1, n, c.dit.z_ch, r, r), torch.randn(1, 1 + (n - 1)//2, c.dit.z_ch, r//4, r//4)
-a = torch.zeros(1, 1 + 4*(n - 1), 6); a[..., 4] = 1
+a = torch.zeros(1, frames_of(n), 6); a[..., 4] = 1
 caps = (['An open walled arena in a meadow.'], [''], ['No event.'])
 times = []
 for i in range(2):
