@@ -326,7 +326,8 @@ def symbol_html(modname: str, name: str, obj, notebook_href: str = '') -> str:
 
 
 def _short_repr(obj, limit: int = 120) -> str:
-    "repr of a module-level object, without memory addresses (so the page is the same from run to run), cut at `limit`."
+    "repr of a module-level object, without memory addresses or the checkout's own folder (so the page is the same on every machine), cut at `limit`."
+    if isinstance(obj, Path) and obj.is_absolute() and obj.is_relative_to(ROOT): obj = obj.relative_to(ROOT)
     r = re.sub(r' at 0x[0-9a-f]+', '', repr(obj))
     return r if len(r) <= limit else r[:limit] + '…'
 

@@ -8,7 +8,7 @@ It regenerates the world data (the `small` folder's 208 episodes, 800 4-s naviga
 navigation episodes of seed 2 as EXTRA_S seconds allow), encodes them with the VAE on the GPU, times a training step at batch 128,
 and calls `train_base` with as many steps as fit before T_END (Lightning's max_time stops it there in any case), then writes the
 weights (float16, in two shards), the metrics and the training log under OUT. Every stage checks the clock, so a lease's minutes
-are never overrun. MINI=1 rehearses it all on a CPU in a few minutes (a handful of episodes, batch 4, 6 steps).
+are never overrun. Data and runs go under WORK (default runs/gpu, relative to the repository). MINI=1 rehearses it all on a CPU in a few minutes (a handful of episodes, batch 4, 6 steps).
 The two stages ran with git 80b1cd6's copy, which moved the VAE to the GPU by wrapping its `encode`; `encode_latents` now does
 that itself (`device=None`: a GPU when there is one)."""
 import json, os, sys, time, traceback
@@ -27,7 +27,8 @@ log('cuda', CUDA, torch.__version__, torch.cuda.get_device_name() if CUDA else '
 from worldplay2.cli import main as cli
 from worldplay2.train import encode_latents, load_vae, load_world, train_base
 from worldplay2.dit import FlowMatching, flow_step
-D = Path('/tmp/wp2data'); RUN = Path('/tmp/wp2run')
+WORK = Path(os.environ.get('WORK', 'runs/gpu'))                  # data and runs, under the repository (git ignores runs/)
+D, RUN = WORK/'data', WORK/'finetune'
 W = str(min(16, os.cpu_count() or 2))
 sets = ([('small128', 'navigation', 4, 11, 0), ('small128', 'loop', 2, 11, 0), ('small128', 'event', 2, 11, 0), ('more128', 'navigation', 3, 4, 1)]
         if MINI else

@@ -10,7 +10,7 @@ each stopped by Lightning's max_time at its share of the time left (SHARES, one 
 from the stage before it, or from INIT_<STAGE> (a model/ folder brought back by an earlier lease: the chain resumes stage by
 stage); the teacher from TEACHER_INIT (default: the shipped camera-aligned small-base) with the shipped compressor.
 What comes back under OUT (at most 8 files): the teacher and the last stage in float16 shards of under 16 MiB, and one JSON with
-every stage's metrics, config and training log. MINI=1 rehearses it all on a CPU in a few minutes (a handful of episodes, tiny
+every stage's metrics, config and training log. Data and runs go under WORK (default runs/gpu, relative to the repository). MINI=1 rehearses it all on a CPU in a few minutes (a handful of episodes, tiny
 batches, a few steps)."""
 import json, os, shutil, sys, time, traceback
 from pathlib import Path
@@ -26,7 +26,8 @@ torch.set_float32_matmul_precision('high')
 from worldplay2.cli import main as cli
 from worldplay2.train import encode_latents
 from worldplay2.vae import load_vae
-D, RUN, VAE = Path('/tmp/wp2data/small128'), Path('/tmp/wp2chain'), 'worldplay2/pretrained/small-vae'
+WORK = Path(os.environ.get('WORK', 'runs/gpu'))                  # data and runs, under the repository (git ignores runs/)
+D, RUN, VAE = WORK/'data'/'small128', WORK/'chain', 'worldplay2/pretrained/small-vae'
 W = str(min(16, os.cpu_count() or 2))
 for kind, n in (('navigation', 4 if MINI else 144), ('loop', 2 if MINI else 48), ('event', 2 if MINI else 16)):
     cli(['data', 'generate', '--out', str(D), '--episodes', str(n), '--kind', kind, '--seconds', '11', '--res', '128', '--seed', '0',
