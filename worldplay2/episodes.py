@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, replace
 import numpy as np
 from .world import *
-from .world import _footprint_clear, _FOOTPRINT
+from .world import footprint_clear, FOOTPRINT
 
 # %% ../nbs/00a_episodes.ipynb #bd2068cc
 def _segment(rng, n, jumps=True, pitch=True):
@@ -83,7 +83,7 @@ def plot_map(world: World, trajectories=(), ax=None, t: float = 0.0):
     for x0, y0, x1, y1, _ in world.scene.walls: ax.add_patch(Rectangle((x0, y0), x1 - x0, y1 - y0, color='k'))
     for o in world.scene.objects:
         if not o.exists(t): continue
-        kind, h = _FOOTPRINT[o.kind]
+        kind, h = FOOTPRINT[o.kind]
         ax.add_patch(Rectangle((o.x - h*o.size, o.y - h*o.size), 2*h*o.size, 2*h*o.size, color=_KIND_COLOURS[o.kind]) if kind == 'box'
                      else Circle((o.x, o.y), max(h*o.size, .25), color=_KIND_COLOURS[o.kind]))
     for i, p in enumerate(trajectories):
@@ -114,7 +114,7 @@ def _interaction(base: World, n_frames, rng, persp):
         yaw, dist = math.radians(s0.yaw + 30*k), rng.uniform(4, 6)
         cx, cy = s0.x + dist*math.cos(yaw), s0.y + dist*math.sin(yaw)
         free = all(not base.blocked(s0.x + f*(cx - s0.x), s0.y + f*(cy - s0.y)) for f in np.linspace(0, 1, 20))
-        if 1 < cx < ARENA - 1 and 1 < cy < ARENA - 1 and free and _footprint_clear(cx, cy, scene.walls, scene.objects, .8): break
+        if 1 < cx < ARENA - 1 and 1 < cy < ARENA - 1 and free and footprint_clear(cx, cy, scene.walls, scene.objects, .8): break
     else: return None
     objects = scene.objects + [SceneObject('chest', float(cx), float(cy), 1.0)]
     w = World(replace(scene, objects=objects), base.character.name)
@@ -152,7 +152,7 @@ def _add_or_remove(base: World, category, acts, rng, persp):
             ang, d = math.radians(cam[3] + rng.uniform(-18, 18)), rng.uniform(3.5, 6)
             x, y = cam[0] + d*math.cos(ang), cam[1] + d*math.sin(ang)
             kind = ('crate', 'tree', 'pillar', 'barrel', 'rock')[rng.integers(5)]
-            if (1 < x < ARENA - 1 and 1 < y < ARENA - 1 and _footprint_clear(x, y, scene.walls, scene.objects, _FOOTPRINT[kind][1] + .4)
+            if (1 < x < ARENA - 1 and 1 < y < ARENA - 1 and footprint_clear(x, y, scene.walls, scene.objects, FOOTPRINT[kind][1] + .4)
                     and math.hypot(x - pose[0], y - pose[1]) > 1.5 and _in_view(base, pose, x, y)):
                 objects = scene.objects + [SceneObject(kind, float(x), float(y), 1.0, t_on=te)]
                 text = f"A {kind} appears in front of the {_subject(persp)}."

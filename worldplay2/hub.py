@@ -25,7 +25,7 @@ def _loaders():
 
 KINDS = dict(
     CausalVAE=("the lightweight causal video VAE: 4× in time (the first frame alone), 4× (small) or 8× (tiny, base) in space, a light decoder for real time",
-               "a small causal VAE light enough for real time, in place of the paper's Wan2.2 VAE and light decoder, §4 / App. C.3"),
+               "a small causal VAE light enough for real time, in place of the paper's video VAE and its light decoder, §4 / App. C.3"),
     WorldModel=("the bidirectional diffusion transformer with factorized hybrid control (actions injected after cross-attention, eq. 2; "
                 "structured captions, eq. 3), trained with flow matching", "paper §3.1 and the curriculum's stages 1–2, §4"),
     HistoryCompressor=("the distillation-oriented history compressor (coarse low-res branch + causal fine branch), after its retrieval "

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 import lightning as L
 import numpy as np
-from .data import WorldDataModule, list_episodes, write_json_atomic, read_episode, split_episodes, event_at, _atomic_dir, load_json, frames_to_tensor
+from .data import WorldDataModule, list_episodes, write_json_atomic, read_episode, split_episodes, event_at, atomic_dir, load_json, frames_to_tensor
 from .vae import CausalVAE, LitVAE, vae_config, save_vae, load_vae, save_weights, load_weights, fit_latent_stats, bench_vae, pca_init
 from .dit import WorldModel, FlowMatching, flow_step, model_config, with_new_parts, has_part, NEW_PARTS, fit_token_basis, with_token_basis
 from .controls import mirror_actions
@@ -172,7 +172,7 @@ def encode_latents(vae: CausalVAE, roots, out, progress: bool = True, start_ever
                     np.savez(tmp/'latents.npz', z=z, actions=ep.actions, starts_z=zs, starts_at=at, z_lr=z_lr, lowres=np.array(lowres),
                              vae=fp, z_mean=mean, z_std=std)
                     for f in ('caption.json', 'meta.json'): shutil.copy(p/f, tmp/f)
-                _atomic_dir(dst, fill, overwrite=True)
+                atomic_dir(dst, fill, overwrite=True)
             done.append(dst)
     return done
 

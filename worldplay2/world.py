@@ -4,11 +4,12 @@
 
 # %% auto #0
 __all__ = ['FPS', 'MOVE_SPEED', 'TURN_RATE', 'MAX_RATE', 'PITCH_LIMIT', 'EYE_HEIGHT', 'BODY_RADIUS', 'JUMP_SPEED', 'GRAVITY',
-           'POS_Q', 'ANG_Q', 'FOV', 'ACTION_FIELDS', 'STYLES', 'OBJECT_KINDS', 'CHARACTERS', 'LAYOUTS', 'ARENA',
-           'TRANSITIONS', 'NEAR', 'K_LAYERS', 'POSE_FIELDS', 'CAM_BACK', 'CAM_HEIGHT', 'CAM_TILT', 'check_action',
-           'check_actions', 'Material', 'Style', 'SceneObject', 'object_prims', 'Character', 'character_prims', 'Scene',
-           'make_scene', 'light_words', 'scene_caption', 'Event', 'WorldState', 'tile_pattern', 'render_frames',
-           'AgentState', 'World', 'frame_strip', 'random_poses', 'bench_world']
+           'POS_Q', 'ANG_Q', 'FOV', 'ACTION_FIELDS', 'STYLES', 'OBJECT_KINDS', 'FOOTPRINT', 'CHARACTERS', 'LAYOUTS',
+           'ARENA', 'TRANSITIONS', 'NEAR', 'K_LAYERS', 'POSE_FIELDS', 'CAM_BACK', 'CAM_HEIGHT', 'CAM_TILT',
+           'check_action', 'check_actions', 'Material', 'Style', 'SceneObject', 'object_prims', 'Character',
+           'character_prims', 'Scene', 'footprint_clear', 'make_scene', 'light_words', 'scene_caption', 'Event',
+           'WorldState', 'tile_pattern', 'render_frames', 'AgentState', 'World', 'frame_strip', 'random_poses',
+           'bench_world']
 
 # %% ../nbs/00_world.ipynb #2d202eea
 import math
@@ -135,7 +136,7 @@ class SceneObject:
 
 OBJECT_KINDS = ('crate', 'tree', 'pillar', 'lamp', 'rock', 'barrel', 'chest')
 # collision footprints: ('box', half-size) or ('circle', radius), times `size`
-_FOOTPRINT = dict(crate=('box', .5), tree=('circle', .2), pillar=('circle', .4), lamp=('circle', .1),
+FOOTPRINT = dict(crate=('box', .5), tree=('circle', .2), pillar=('circle', .4), lamp=('circle', .1),
                   rock=('circle', .55), barrel=('circle', .4), chest=('box', .45))
 
 # %% ../nbs/00_world.ipynb #f7d165ba
@@ -239,12 +240,12 @@ def _layout_walls(layout, rng):
     elif layout != 'open': raise ValueError(f"unknown layout '{layout}'; known: {LAYOUTS}")
     return walls
 
-def _footprint_clear(x, y, walls, objects, margin):
+def footprint_clear(x, y, walls, objects, margin):
     "True when a disc of radius `margin` at (x, y) touches no wall box and no object footprint."
     for x0, y0, x1, y1, _ in walls:
         if x0 - margin < x < x1 + margin and y0 - margin < y < y1 + margin: return False
     for o in objects:
-        if math.hypot(o.x - x, o.y - y) < margin + _FOOTPRINT[o.kind][1]*o.size + .3: return False
+        if math.hypot(o.x - x, o.y - y) < margin + FOOTPRINT[o.kind][1]*o.size + .3: return False
     return True
 
 # %% ../nbs/00_world.ipynb #57486fdd
@@ -262,10 +263,10 @@ def make_scene(seed: int, style: str = None, layout: str = None, n_objects: int 
         tries += 1
         x, y = rng.uniform(1, ARENA - 1, 2)
         kind, size = kinds[rng.integers(len(kinds))], float(rng.uniform(.8, 1.25))
-        if _footprint_clear(x, y, walls, objects, _FOOTPRINT[kind][1]*size + .4): objects.append(SceneObject(kind, float(x), float(y), size))
+        if footprint_clear(x, y, walls, objects, FOOTPRINT[kind][1]*size + .4): objects.append(SceneObject(kind, float(x), float(y), size))
     while True:   # a start spot with room around it
         x, y = rng.uniform(2, ARENA - 2, 2)
-        if _footprint_clear(x, y, walls, objects, 1.2): break
+        if footprint_clear(x, y, walls, objects, 1.2): break
     tod = float(rng.choice([8.0, 10.0, 12.0, 15.0, 17.5, 19.0]))
     return Scene(seed, style, layout, walls, objects, tod, (_q(x, POS_Q)/POS_Q, _q(y, POS_Q)/POS_Q, float(rng.integers(0, 360))))
 
@@ -599,8 +600,8 @@ def _solids(scene):
     inf = math.inf
     boxes = [(*w[:4], -inf, inf) for w in scene.walls]
     boxes += [(o.x - h*o.size, o.y - h*o.size, o.x + h*o.size, o.y + h*o.size, o.t_on, o.t_off)
-              for o in scene.objects for kind, h in [_FOOTPRINT[o.kind]] if kind == 'box']
-    circles = [(o.x, o.y, h*o.size, o.t_on, o.t_off) for o in scene.objects for kind, h in [_FOOTPRINT[o.kind]] if kind == 'circle']
+              for o in scene.objects for kind, h in [FOOTPRINT[o.kind]] if kind == 'box']
+    circles = [(o.x, o.y, h*o.size, o.t_on, o.t_off) for o in scene.objects for kind, h in [FOOTPRINT[o.kind]] if kind == 'circle']
     return np.array(boxes, np.float64).reshape(-1, 6), np.array(circles, np.float64).reshape(-1, 5)
 
 # %% ../nbs/00_world.ipynb #d7f58aba
