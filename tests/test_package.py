@@ -20,7 +20,8 @@ import torch
 from worldplay2.vae import CausalVAE, vae_config
 from worldplay2.dit import WorldModel, FlowMatching, flow_step, model_config
 from worldplay2.compressor import MemoryConfig, HistoryCompressor, RetrievalDecoder, retrieval_loss
-from worldplay2.teacher_forcing import MemoryWorld, teacher_loss, student_loss, WorldStream
+from worldplay2.teacher_forcing import MemoryWorld, teacher_loss, student_loss
+from worldplay2.stream import WorldStream
 c = model_config('tiny'); fm = FlowMatching(c.dit.shift); caps = (['a'], [''], ['b'])
 z, z_lr, a = torch.randn(1, 17, 8, 4, 4), torch.randn(1, 9, 8, 1, 1), torch.zeros(1, 65, 6)
 mw = MemoryWorld(WorldModel(c), HistoryCompressor(MemoryConfig(), c.dit))

@@ -302,7 +302,7 @@ class WorldModel(nn.Module):
     def forward(self, x, sigma, actions, captions=None, ctx=None, mask=None, t0=0.0, memory: MemoryTokens = None, turned=None, **kw):
         """x (B, n, C, h, w); sigma (B, n); actions (B, 1 + 4(n−1), 6) at a stream's start or (B, 4n, 6) later; captions (scene,
         character, event) lists, or pre-encoded `ctx`; `memory`: clean context tokens before the clip (notebook 06); `kw`: the
-        DiT's `past`/`keep` K/V cache arguments (notebook 07). `turned` (B, 2): the pitch and yaw commanded before the clip
+        DiT's `past`/`keep` K/V cache arguments (notebook 07a). `turned` (B, 2): the pitch and yaw commanded before the clip
         (`turned_before`), which a `camera_rope` model needs with memory or a KV cache: its offsets then count from the stream's start."""
         ctx, ctx_mask = ctx if ctx is not None else self.text(*captions)
         e = self.actions(actions)

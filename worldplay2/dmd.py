@@ -15,8 +15,9 @@ import torch, torch.nn.functional as F
 import lightning as L
 from .dit import FlowMatching
 from .controls import still_actions, mirror_actions, guide, turned_before, frames_of
-from .teacher_forcing import (MemoryWorld, WorldStream, ForcingConfig, teacher_loss, forcing_loaders,
+from .teacher_forcing import (MemoryWorld, ForcingConfig, teacher_loss, forcing_loaders,
                                         load_memory_world, run_probe, model_kind)
+from .stream import WorldStream
 from .pdd import PDDWorld, PDDConfig, save_pdd_world, load_pdd_world
 
 # %% ../nbs/09_stable_forcing.ipynb #42d78390
