@@ -21,7 +21,7 @@ def test_bench_world_json():
 
 def test_bad_arguments_give_clear_errors(tmp_path):
     r = run('data', 'generate', '--out', str(tmp_path), '--episodes', '0')
-    assert r.returncode == 2 and 'need episodes >= 1' in r.stderr and 'Traceback' not in r.stderr
+    assert r.returncode == 2 and 'argument --episodes: must be an integer >= 1' in r.stderr and 'Traceback' not in r.stderr   # the parser checks numbers
     r = run('data', 'generate', '--out', str(tmp_path), '--episodes', '1', '--kind', 'swim')
     assert r.returncode == 2 and "invalid choice: 'swim'" in r.stderr
     r = run('train', 'base', '--out', str(tmp_path/'b'), '--data', str(tmp_path), '--vae', str(tmp_path), '--shift', '0')
@@ -139,6 +139,14 @@ def test_every_training_stage_from_the_shell(tmp_path):
     assert r.returncode == 0, r.stderr[-1500:]
     out = json.loads(r.stdout)
     assert out['frames'] > 200 and out['fps'] > 0 and {p.name for p in (d/'demo').iterdir()} == {'demo.mp4', 'strip.png', 'report.html'}
+    assert len(out['psnr_by_chunk']) == (out['frames'] - 1)//8 and abs(sum(out['psnr_by_chunk'])/len(out['psnr_by_chunk']) - out['psnr_vs_true']) < .01
+    r = run('demo', '--checkpoint', str(d/'dmd'/'model'), '--vae', str(d/'vae'/'vae'), '--out', str(d/'demo2'), '--script', 'w*8 right*8',
+            '--scene', '5', '--event', 'at 0.5s: <b>snow</b>')                           # another script and world; the user's text escaped
+    assert r.returncode == 0, r.stderr[-1500:]
+    out = json.loads(r.stdout)
+    assert out['frames'] == 17 and out['events'] == [[0.5, '<b>snow</b>']] and len(out['psnr_by_chunk']) == 2
+    page = (d/'demo2'/'report.html').read_text()
+    assert '&lt;b&gt;snow&lt;/b&gt;' in page and '<b>snow</b>' not in page
     r = run('eval', 'horizon', '--checkpoint', str(d/'dmd'/'model'), '--checkpoint', str(d/'pdd'/'model'), '--vae', str(d/'vae'/'vae'),
             '--seeds', '0', '--latents', '9', '--lap-latents', '4', '--json')
     assert r.returncode == 0, r.stderr[-1500:]

@@ -19,7 +19,8 @@ from einops import rearrange
 from .data import frames_to_tensor, tensor_to_frames
 from .control_eval import true_render, psnr, sharpness
 from .controls import still_actions
-from .teacher_forcing import MemoryWorld, WorldStream
+from .teacher_forcing import MemoryWorld
+from .stream import WorldStream
 
 # %% ../nbs/10_realtime.ipynb #4affa012
 def h_shift(a, b, max_shift: int = 12) -> int:
@@ -272,6 +273,7 @@ def demo(session: Session, out, script: str = DEMO_SCRIPT, events=DEMO_EVENTS, s
     res = dict(fps=round((len(gen) - 1)/dt, 2), frames=len(gen), seconds=round(len(gen)/FPS, 2), first_frame_ms=round(log[0]['first_ms'], 1),
                chunk_ms_median=round(float(np.median([r['ms'] for r in log])), 1), memory_tokens_last=log[-1]['memory_tokens'],
                psnr_vs_true=round(float(np.mean(psnr)), 2), sharpness=sharpness(gen[1:], true[1:]),
+               psnr_by_chunk=[round(float(p), 2) for p in psnr],
                events=[list(e) for e in evs], script=script, model=what,
                files=dict(video=str(out/'demo.mp4'), strip=str(out/'strip.png'), report=str(out/'report.html')))
     _report(out/'report.html', res, log, psnr)
@@ -288,7 +290,8 @@ def _report(path, res: dict, log, psnr):
     fig.add_trace(go.Scatter(x=ch, y=[r['memory_tokens'] for r in log], name='tokens'), 1, 2)
     fig.add_trace(go.Scatter(x=ch, y=psnr, name='PSNR'), 1, 3)
     fig.update_layout(height=340, width=1100, showlegend=False)
-    rows = ''.join(f'<tr><td>{k}</td><td>{v}</td></tr>' for k, v in res.items() if k != 'files')
+    import html as H
+    rows = ''.join(f'<tr><td>{H.escape(k)}</td><td>{H.escape(str(v))}</td></tr>' for k, v in res.items() if k != 'files')   # event text is the user's
     html = (f"<!doctype html><html><head><meta charset='utf-8'><title>worldplay2 demo</title></head><body style='font-family:sans-serif'>"
             f"<h1>worldplay2 demo</h1><table>{rows}</table><h2>Generated (top) over the world's true render (bottom), every 16th frame</h2>"
             f"<img src='strip.png' style='image-rendering:pixelated;max-width:100%'><p><a href='demo.mp4'>the video</a></p>"

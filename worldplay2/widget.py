@@ -6,7 +6,7 @@
 __all__ = ['Player']
 
 # %% ../nbs/11_demo.ipynb #e0575b77
-import io, threading
+import html, io, threading
 from PIL import Image
 from .realtime import Session
 from .world import CHARACTERS
@@ -95,8 +95,10 @@ class Player:
         except ValueError as e: self.error = str(e)
         r = self.session.log[-1] if self.session.log else {}
         fps = 4*self.session.C/(r.get('ms', 1e9)/1000)
+        esc = lambda s: html.escape(str(s))                                     # typed text (events, and errors that quote it) is shown, never run
         self.readout.value = (f"<b>{fps:.1f}</b> frames/s &nbsp; first frame {r.get('first_ms', 0):.0f} ms &nbsp; memory tokens {r.get('memory_tokens', 0)}"
-                              f"<br>keys: {self.last_keys or '-'} &nbsp; event: {self.session.captions[2]}" + (f"<br><span style='color:#b00'>{self.error}</span>" if self.error else ''))
+                              f"<br>keys: {esc(self.last_keys or '-')} &nbsp; event: {esc(self.session.captions[2])}"
+                              + (f"<br><span style='color:#b00'>{esc(self.error)}</span>" if self.error else ''))
 
     def _loop(self):
         while self.running: self.step()
