@@ -139,6 +139,7 @@ def test_every_training_stage_from_the_shell(tmp_path):
     assert r.returncode == 0, r.stderr[-1500:]
     out = json.loads(r.stdout)
     assert out['frames'] > 200 and out['fps'] > 0 and {p.name for p in (d/'demo').iterdir()} == {'demo.mp4', 'strip.png', 'report.html'}
+    assert out['cpu']['threads'] >= 1 and 'vector' in out['cpu'] and out['cpu']['torch_capability']      # the timing names its machine
     assert len(out['psnr_by_chunk']) == (out['frames'] - 1)//8 and abs(sum(out['psnr_by_chunk'])/len(out['psnr_by_chunk']) - out['psnr_vs_true']) < .01
     r = run('demo', '--checkpoint', str(d/'dmd'/'model'), '--vae', str(d/'vae'/'vae'), '--out', str(d/'demo2'), '--script', 'w*8 right*8',
             '--scene', '5', '--event', 'at 0.5s: <b>snow</b>')                           # another script and world; the user's text escaped

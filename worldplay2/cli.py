@@ -393,7 +393,7 @@ def _train_parser(sub):
     t.add_argument('--out', required=True, help='run folder: checkpoints, logs, final model, metrics.json')
     t.add_argument('--max-steps', type=positive_int, default=None)
     t.add_argument('--max-time', type=float, default=None,
-                   help="seconds of training after which Lightning stops (the model is saved as at the last step); the learning-rate schedule still spans --max-steps")
+                   help="seconds of training in this invocation, then it saves the model and stops; the same command trains as long again (the learning-rate schedule spans --max-steps). Ctrl-C or SIGTERM saves a checkpoint the same command continues from")
     t.add_argument('--batch-size', type=positive_int, default=None)
     t.add_argument('--devices', default=1, help="Lightning devices: a count, or 'auto'")
     t.add_argument('--strategy', default='auto', help='Lightning strategy: auto, ddp, fsdp, ...')
@@ -646,9 +646,11 @@ def parser() -> argparse.ArgumentParser:
 
 def report_error(e: BaseException, as_json: bool = False, debug: bool = False) -> int:
     """Report `e` the one way (see Errors): its traceback only with `debug` (none for a usage error), one line on stderr, and the
-    JSON object on stdout with `as_json`. Returns the exit status: 130 for Ctrl-C, 2 for bad input (`ValueError`, `OSError`), 1 else."""
+    JSON object on stdout with `as_json`. Returns the exit status: 130 for Ctrl-C (143 for a SIGTERM a training run saved itself on), 2 for bad input (`ValueError`, `OSError`), 1 else."""
     if debug and not isinstance(e, UsageError): traceback.print_exception(e)
     if isinstance(e, KeyboardInterrupt): msg, code, line = 'interrupted', 130, 'worldplay2: interrupted'
+    elif getattr(e, 'exit_status', None) in (130, 143):                          # a training run that saved itself (`RunInterrupted`)
+        msg, code = f"interrupted: {e}", e.exit_status; line = f"worldplay2: {msg}"
     else:
         msg = re.sub(r'\s*\n\s*', ' ', str(e).strip()) or type(e).__name__        # one line, whatever the exception said
         code = 2 if isinstance(e, (ValueError, OSError)) else 1

@@ -17,7 +17,7 @@ import torch, torch.nn as nn, torch.nn.functional as F
 import lightning as L
 from einops import rearrange, repeat
 from .dit import DiTConfig, MemoryTokens, WorldModel, Attention, model_config, make_patchify
-from .vae import CausalVAE
+from .vae import CausalVAE, check_fields
 
 # %% ../nbs/06_compressor.ipynb #40d2cc65
 @dataclass
@@ -33,6 +33,8 @@ class MemoryConfig:
     max_cmp: int = None           # keep at most this many compressed steps, dropping the oldest (None: all)
 
     def __post_init__(self):
+        check_fields(self, n_sink='[1, inf)', n_tmp='[0, inf)', l='[1, inf)', s='[1, inf)', d_fine='[1, inf)', fine_heads='[1, inf)', max_cmp='[0, inf)')
+        if self.d_fine % self.fine_heads: raise ValueError(f"MemoryConfig.fine_heads: expected a divisor of d_fine = {self.d_fine}, got {self.fine_heads}")
         if self.mode not in ('compressed', 'full', 'window'): raise ValueError(f"unknown memory mode '{self.mode}'; known: compressed, full, window")
         if self.n_sink < 1 or (self.n_sink - 1) % self.l: raise ValueError(f"n_sink must be 1 + {self.l}k (latent 0 stands alone, the rest in steps of l), got {self.n_sink}")
         if self.n_tmp % self.l: raise ValueError(f"n_tmp must be a multiple of l = {self.l}, got {self.n_tmp}")

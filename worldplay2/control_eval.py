@@ -14,6 +14,7 @@ import torch
 from .world import AgentState, FPS, TURN_RATE
 from .data import read_episode, event_at, frames_to_tensor, tensor_to_frames, load_json
 from .controls import mirror_actions, still_actions
+from .vae import check_finite
 
 # %% ../nbs/05a_control_eval.ipynb #42a20040
 def psnr(a, b) -> float:
@@ -134,7 +135,7 @@ def model_generator(model, vae, steps: int = 30, cfg: float = 1.0, seed: int = 0
         T = len(actions)
         n = vae.config.n_latents(T)
         x = frames_to_tensor(first)[None, None]
-        z0 = vae.normalize(vae.encode(x)[0])                                     # (1, 1, C, h, w)
+        z0 = vae.normalize(check_finite(vae.encode(x)[0], vae))                  # (1, 1, C, h, w)
         z = torch.cat([z0, torch.zeros((1, n - 1) + z0.shape[2:])], 1)
         known = torch.zeros(1, n, dtype=torch.bool); known[:, 0] = True
         a = torch.from_numpy(np.asarray(actions, np.float32))[None]
@@ -142,7 +143,8 @@ def model_generator(model, vae, steps: int = 30, cfg: float = 1.0, seed: int = 0
         c = lambda cond: ([caps['scene'] if cond else ''], [caps['character'] if cond else ''], [caps['event'] if cond else ''])
         ctx = {True: model.text(*c(True)), False: model.text(*c(guide != 'caption'))}
         out = sampler(lambda zz, s, cond: model(zz, s, acts[cond], ctx=ctx[cond]), z, known, torch.Generator().manual_seed(seed))
-        frames = vae.decode(vae.denormalize(out))[0][0]                          # (T, 3, H, W)
+        check_finite(out, model)                                                 # a broken model is an error, not black frames scored
+        frames = check_finite(vae.decode(vae.denormalize(out))[0][0], vae)       # (T, 3, H, W)
         return tensor_to_frames(frames)
     return generate
 
@@ -180,7 +182,7 @@ def denoise_psnr(model, vae, frames, actions, caps: dict, sigmas=(0.1, 0.3, 0.5,
     for s in sigmas:
         sig = torch.full(z.shape[:2], float(s)); sig[:, 0] = 0
         xs = FlowMatching().noise(z, sig, eps)[0]                           # the schedule's x_σ (its shift plays no part here)
-        est = xs - sig[..., None, None, None]*model(xs, sig, a, ctx=ctx)
+        est = check_finite(xs - sig[..., None, None, None]*model(xs, sig, a, ctx=ctx), model)
         d = dec(est)
         out[f'sigma {s:g}'] = dict(noisy=round(psnr(dec(xs), frames[1:]), 2), estimate=round(psnr(d, frames[1:]), 2), sharpness=sharpness(d, frames[1:]))
     return out

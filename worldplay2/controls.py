@@ -14,6 +14,7 @@ from dataclasses import dataclass, asdict
 import torch, torch.nn as nn, torch.nn.functional as F
 from einops import rearrange, repeat
 from .world import TURN_RATE, FOV, FPS, MOVE_SPEED
+from .vae import check_fields
 
 # %% ../nbs/03_controls.ipynb #4f20b037
 @dataclass
@@ -28,6 +29,11 @@ class ControlConfig:
     structured: bool = True     # False: one flat caption (Tab. 6 ablation)
     t_factor: int = 4           # video frames per latent (the VAE's)
     travel: bool = False        # also embed the walk and turn commanded since the clip's first latent (`camera_travel`)
+
+    def __post_init__(self):
+        check_fields(self, d_action='[1, inf)', d_text='[1, inf)', vocab='[1, inf)', text_layers='[0, inf)', text_heads='[1, inf)',
+                     max_words='[1, inf)', t_factor='[1, inf)')
+        if self.d_text % self.text_heads: raise ValueError(f"ControlConfig.text_heads: expected a divisor of d_text = {self.d_text}, got {self.text_heads}")
 
 def latent_groups(T: int, t_factor: int = 4):
     "Frame index ranges of each latent for a T-frame clip: the first latent holds frame 0 alone."

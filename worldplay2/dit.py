@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, asdict
 import torch, torch.nn as nn, torch.nn.functional as F
 from einops import rearrange, repeat
 from .controls import ControlConfig, ActionEncoder, ActionInjection, TextEncoder, guide, camera_offsets, mirror_actions, frames_of
-from .vae import VAEConfig, vae_config
+from .vae import VAEConfig, vae_config, check_fields
 
 # %% ../nbs/04_dit.ipynb #487dfdb4
 @dataclass
@@ -43,6 +43,12 @@ class DiTConfig:
                                   # (`TokenIn`, fitted by `fit_token_basis`); 0: all z_ch·patch² numbers of it
 
     def __post_init__(self):
+        P, size = '[0, 1]', '[1, inf)'
+        check_fields(self, z_ch=size, latent_res=size, patch=size, d_model=size, depth=size, heads=size, mlp_ratio='(0, inf)',
+                     shift='(0, inf)', p_uncond=P, p_i2v=P, p_frame_sigma=P, p_high_sigma=P, high_sigma=P, sigma_floor='(0, 1]',
+                     camera_heads='[0, inf)', token_dims='[0, inf)')
+        if self.d_model % self.heads: raise ValueError(f"DiTConfig.heads: expected a divisor of d_model = {self.d_model}, got {self.heads}")
+        if self.latent_res % self.patch: raise ValueError(f"DiTConfig.patch: expected a divisor of latent_res = {self.latent_res}, got {self.patch}")
         if not 0 <= self.camera_heads <= self.heads: raise ValueError(f"camera_heads must be in [0, heads={self.heads}], got {self.camera_heads}")
         if self.pred not in ('v', 'x0', 'skip'): raise ValueError(f"unknown pred '{self.pred}'; known: v, x0, skip")
         if not 0 <= self.token_dims <= self.z_ch*self.patch**2:
@@ -66,6 +72,8 @@ class ModelConfig:
     vae: VAEConfig
     dit: DiTConfig
     control: ControlConfig
+
+    def __post_init__(self): check_fields(self)
 
 # %% ../nbs/04_dit.ipynb #d484b6de
 def model_config(preset: str) -> ModelConfig:
@@ -394,6 +402,8 @@ class FlowMatching:
     "x_σ = (1 − σ)·x0 + σ·ε, target v = ε − x0; σ drawn logit-normal and shifted."
     shift: float = 3.0
 
+    def __post_init__(self): check_fields(self, shift='(0, inf)')
+
     def sample_sigma(self, shape, generator=None, device=None):
         return shift_sigma(torch.sigmoid(torch.randn(shape, generator=generator, device=device)), self.shift)
 
@@ -418,6 +428,8 @@ class EulerSampler:
     shift: float = 3.0
     cfg: float = 1.0
     cfg_above: float = 0.0
+
+    def __post_init__(self): check_fields(self, steps='[1, inf)', shift='(0, inf)', cfg_above='[0, inf)')   # cfg_above > 1: guidance on no step
 
     def sigmas(self): return shift_sigma(torch.linspace(1, 0, self.steps + 1), self.shift)
 

@@ -14,6 +14,7 @@ import numpy as np
 import torch, torch.nn.functional as F
 import lightning as L
 from .dit import FlowMatching
+from .vae import check_fields
 from .controls import still_actions, mirror_actions, guide, turned_before, frames_of
 from .teacher_forcing import (MemoryWorld, ForcingConfig, teacher_loss, forcing_loaders,
                                         load_memory_world, run_probe, model_kind)
@@ -47,6 +48,8 @@ class DMDConfig:
     guide: str = 'still'        # the null commands: 'still' (standing still) | 'mirror' (the opposite commands, `mirror_actions`)
 
     def __post_init__(self):
+        check_fields(self, latents='[1, inf)', clip='[1, inf)', critic_steps='[0, inf)', sigma_min='[0, 1]', sigma_max='[0, 1]')
+        if self.sigma_min > self.sigma_max: raise ValueError(f"DMDConfig.sigma_min: expected at most sigma_max = {self.sigma_max}, got {self.sigma_min}")
         if self.rollout not in ('full', 'exit'): raise ValueError(f"unknown rollout '{self.rollout}'; known: full, exit")
         if self.context not in ('clip', 'full'): raise ValueError(f"unknown context '{self.context}'; known: clip, full")
         if self.latents % self.clip: raise ValueError(f"{self.latents} rollout latents do not split into clips of {self.clip}")

@@ -51,9 +51,12 @@ def load_folder(folder, kind: str = None):
     match the weights, or another class than `kind` is a ValueError naming the problem."""
     have = checkpoint_kind(folder)
     if kind is not None and have != kind: raise ValueError(f"{folder} holds a {have}, not a {kind}")
-    try: return _loaders()[have](folder)
+    try: net = _loaders()[have](folder)
     except RuntimeError as e:                                                       # load_state_dict: missing, unexpected or misshapen weights
         raise ValueError(f"{folder}: the weights do not match its config.json ({str(e).splitlines()[0]} …)") from None
+    for m in (net, getattr(net, 'mw', None), getattr(getattr(net, 'mw', net), 'model', None)):   # a PDD student, its memory world, its DiT
+        if isinstance(m, torch.nn.Module): m.checkpoint = str(folder)          # named by errors about what it produces (`check_finite`)
+    return net
 
 # %% ../nbs/12_hub.ipynb #dcde46c1
 HUB_FILES = ['config.json', 'model.safetensors', 'README.md', 'metrics.json', 'training.csv']

@@ -14,6 +14,7 @@ import numpy as np
 import torch, torch.nn as nn, torch.nn.functional as F
 import lightning as L
 from .dit import shift_sigma
+from .vae import check_fields
 from .controls import turned_before, frames_of
 from .teacher_forcing import (MemoryWorld, ForcingConfig, FORCING_TRAIN, forcing_inputs, clip_start, forcing_loaders,
                                         memory_world_config, memory_world_from_config, load_memory_world)
@@ -27,6 +28,7 @@ class PDDConfig:
     solver: str = 'euler'       # the target inside an interval: 'euler' | 'midpoint'
 
     def __post_init__(self):
+        check_fields(self, blocks='[1, inf)', intervals='[1, inf)')
         if self.blocks < 1 or self.intervals < 1: raise ValueError(f"blocks and intervals must be ≥ 1, got {self.blocks} and {self.intervals}")
         if self.solver not in ('euler', 'midpoint'): raise ValueError(f"unknown solver '{self.solver}'; known: euler, midpoint")
 

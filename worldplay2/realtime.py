@@ -21,6 +21,7 @@ from .control_eval import true_render, psnr, sharpness
 from .controls import still_actions
 from .teacher_forcing import MemoryWorld
 from .stream import WorldStream
+from .machine import cpu_info
 
 # %% ../nbs/10_realtime.ipynb #4affa012
 def h_shift(a, b, max_shift: int = 12) -> int:
@@ -274,7 +275,7 @@ def demo(session: Session, out, script: str = DEMO_SCRIPT, events=DEMO_EVENTS, s
                chunk_ms_median=round(float(np.median([r['ms'] for r in log])), 1), memory_tokens_last=log[-1]['memory_tokens'],
                psnr_vs_true=round(float(np.mean(psnr)), 2), sharpness=sharpness(gen[1:], true[1:]),
                psnr_by_chunk=[round(float(p), 2) for p in psnr],
-               events=[list(e) for e in evs], script=script, model=what,
+               events=[list(e) for e in evs], script=script, model=what, cpu=cpu_info(),
                files=dict(video=str(out/'demo.mp4'), strip=str(out/'strip.png'), report=str(out/'report.html')))
     _report(out/'report.html', res, log, psnr)
     return res
@@ -426,7 +427,8 @@ def bench_stream(mw: MemoryWorld, vae, sampler, at=(1, 10, 100, 1000), chunk: in
                latency_ratio_last_first=ratio(runs[best], 'latency_ms'),
                variants={k: v['fps'] for k, v in runs.items()}, variant_chunk_ms=side,
                growing_room=grow, chunk=chunk, frames_per_chunk=4*chunk, steps=getattr(sampler, 'steps', None),
-               naive=dict(chunks=naive_chunks, steps=naive_steps, cache=False, memory='full'), threads=torch.get_num_threads())
+               naive=dict(chunks=naive_chunks, steps=naive_steps, cache=False, memory='full'), threads=torch.get_num_threads(),
+               cpu=cpu_info())                                                 # a timing names its machine
     return out
 
 

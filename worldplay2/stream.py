@@ -9,6 +9,7 @@ __all__ = ['room_mask', 'KVCache', 'Grow', 'WorldStream']
 from dataclasses import dataclass, field
 import torch
 from .dit import EulerSampler, Room
+from .vae import check_finite
 from .compressor import MemoryLayout, memory_layout, make_memory, shrink
 from .teacher_forcing import MemoryWorld, forcing_mask, memory_tokens
 
@@ -154,7 +155,7 @@ class WorldStream:
         "Start a stream from one frame (1, 1, 3, H, W) in [-1, 1] and captions (scene, character, event) strings."
         mc, vae = self.mw.compressor.mc, self.vae
         mu, _, self.enc_state = vae.encode(frame)
-        z = vae.normalize(mu)                                                            # (1, 1, C, H, W)
+        z = vae.normalize(check_finite(mu, vae))                                         # (1, 1, C, H, W)
         mu_lr, _, self.lr_state = vae.encode(shrink(frame, mc.s))
         self.dec_state = vae.decode(vae.denormalize(z))[1]
         acts = torch.zeros(1, 1, 6, device=frame.device); acts[..., 4] = perspective
@@ -251,9 +252,10 @@ class WorldStream:
         """Add a finished chunk to the history, decoding it latent by latent (each decoded latent's frames are yielded at once), with
         its low-res latents (every l-th frame, s× smaller, encoded)."""
         vae, mc, frames = self.vae, self.mw.compressor.mc, []
+        check_finite(x, self.mw.model)                                           # a broken model stops here, not as black frames
         for j in range(x.shape[1]):
             f, self.dec_state = vae.decode(vae.denormalize(x[:, j:j + 1]), self.dec_state)   # (1, 4, 3, H, W): the causal decoder streams
-            frames.append(f)
+            frames.append(check_finite(f, vae))
             yield f
         frames = torch.cat(frames, 1)
         mu_lr, _, self.lr_state = vae.encode(shrink(frames[:, 1::mc.l], mc.s), self.lr_state)   # the stream's even frames 4t−2, 4t, …

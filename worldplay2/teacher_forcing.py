@@ -16,6 +16,7 @@ import numpy as np
 import torch, torch.nn as nn, torch.nn.functional as F
 import lightning as L
 from einops import rearrange, repeat
+from .vae import check_fields
 from .dit import WorldModel, MemoryTokens, FlowMatching, flow_step, model_config
 from .compressor import (MemoryConfig, MemoryLayout, Memory, HistoryCompressor, memory_layout, make_memory,
                                     SINK, CMP, TMP)
@@ -28,6 +29,8 @@ class ForcingConfig:
     chunk: int = 2
     chunks: int = 4
     teacher_latents: int = 8
+
+    def __post_init__(self): check_fields(self, chunk='[1, inf)', chunks='[1, inf)', teacher_latents='[1, inf)')
 
 class MemoryWorld(nn.Module):
     "N_θ(x_t | m_<t, A): a `WorldModel` with the history compressor C_φ of eq. 4."

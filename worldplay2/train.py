@@ -4,9 +4,10 @@
 
 # %% auto #0
 __all__ = ['VAE_TRAIN', 'BASE_TRAIN', 'PRETRAINED_DIR', 'WHEEL_MODELS', 'REPO_MODELS', 'check_latents_match', 'check_data',
-           'quiet_lightning', 'make_trainer', 'resume_path', 'train_vae', 'vae_fingerprint', 'resolve_device',
-           'plain_fp32', 'encode_latents', 'LatentDataset', 'warmup_cosine', 'LitWorld', 'save_world',
-           'check_latent_stats', 'load_world', 'train_base', 'shipped_names', 'pretrained', 'bench_train_step']
+           'quiet_lightning', 'RunInterrupted', 'RunGuard', 'make_trainer', 'resume_path', 'train_vae',
+           'vae_fingerprint', 'resolve_device', 'plain_fp32', 'encode_latents', 'LatentDataset', 'warmup_cosine',
+           'LitWorld', 'save_world', 'check_latent_stats', 'load_world', 'train_base', 'shipped_names', 'pretrained',
+           'bench_train_step']
 
 # %% ../nbs/05_training.ipynb #f418d020
 import contextlib, itertools, json, math, os, tempfile, time
@@ -42,10 +43,82 @@ def quiet_lightning():
                             'logging interval|val_dataloader|in eval mode|infer the `batch_size`|litlogger).*')
     logging.getLogger('lightning.pytorch').setLevel(logging.ERROR)
 
+class RunInterrupted(Exception):
+    "A run stopped by SIGINT or SIGTERM after writing its last checkpoint: the same command continues it."
+    def __init__(self, msg: str, signal_name: str = 'SIGINT'):
+        super().__init__(msg); self.exit_status = 143 if signal_name == 'SIGTERM' else 130       # the shell's 128 + signal
+
+class RunGuard(L.Callback):
+    """Keeps a run resumable. Writes `out/checkpoints/last.ckpt` atomically (a temporary file, then a rename) every `every_steps`
+    optimizer steps, every `every_s` seconds, and at the first step end after SIGINT or SIGTERM — then raises `RunInterrupted`
+    (a second Ctrl-C stops at once). `max_time`: seconds of training in this invocation, after which it saves and stops as a
+    finished run does (a rerun trains as long again). On resume it refuses a checkpoint of another model (the first parameter
+    that differs, named) and stretches a one-cycle schedule to a new `max_steps`."""
+    def __init__(self, out, every_steps: int = 100, every_s: float = 300.0, max_time: float = None):
+        super().__init__()
+        self.path, self.every_steps, self.every_s, self.max_time = Path(out)/'checkpoints'/'last.ckpt', every_steps, every_s, max_time
+        self.signal, self.timed_out, self._old = None, False, {}
+
+    def setup(self, trainer, pl_module, stage):
+        if stage != 'fit' or not self.path.exists(): return
+        have = torch.load(self.path, map_location='cpu', weights_only=False, mmap=True)['state_dict']
+        for k, v in pl_module.state_dict().items():
+            if k not in have or have[k].shape != v.shape:
+                was = 'no such parameter' if k not in have else f"{k} is {tuple(have[k].shape)}"
+                raise ValueError(f"{self.path} holds a checkpoint of another model ({was}; this run's {k} is {tuple(v.shape)}): "
+                                 "rerun with the settings it was started with, or give another --out")
+
+    def on_load_checkpoint(self, trainer, pl_module, checkpoint):
+        for s in checkpoint.get('lr_schedulers', []):                        # OneCycleLR keeps its length: stretch it to max_steps
+            old = s.get('total_steps')
+            if old and trainer.max_steps > 0 and old != trainer.max_steps:
+                s['total_steps'] = trainer.max_steps
+                for ph in s.get('_schedule_phases', []): ph['end_step'] = (ph['end_step'] + 1)*trainer.max_steps/old - 1
+
+    def on_train_start(self, trainer, pl_module):
+        import signal, threading
+        self.t0 = self.saved_at = time.monotonic(); self.saved_step = trainer.global_step
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM): self._old[sig] = signal.getsignal(sig); signal.signal(sig, self._on_signal)
+
+    def _on_signal(self, sig, frame):
+        import signal
+        if self.signal is not None and sig == signal.SIGINT: raise KeyboardInterrupt                # a second Ctrl-C: at once
+        self.signal = signal.Signals(sig).name
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        now, reduce = time.monotonic(), lambda b: trainer.strategy.reduce_boolean_decision(b, all=False)   # every rank alike
+        timed = self.max_time is not None and now - self.t0 >= self.max_time
+        stop = reduce(self.signal is not None or timed)
+        if stop or trainer.global_step - self.saved_step >= self.every_steps or reduce(now - self.saved_at >= self.every_s):
+            self.save(trainer)
+        if stop: self.timed_out, trainer.should_stop = self.signal is None, True
+
+    def on_train_end(self, trainer, pl_module):
+        self._restore()
+        if trainer.global_step != self.saved_step: self.save(trainer)              # a finished run can be continued to more steps
+        if self.signal is not None:
+            raise RunInterrupted(f"{self.signal} at step {trainer.global_step}: saved {self.path}; the same command continues the run",
+                                 self.signal)
+
+    def on_exception(self, trainer, pl_module, exception): self._restore()
+
+    def save(self, trainer):
+        tmp = self.path.with_name('last.ckpt.tmp')
+        trainer.save_checkpoint(tmp)
+        if trainer.is_global_zero: os.replace(tmp, self.path)
+        self.saved_at, self.saved_step = time.monotonic(), trainer.global_step
+
+    def _restore(self):
+        import signal
+        for sig, h in self._old.items(): signal.signal(sig, h)
+        self._old = {}
+
 def make_trainer(out: Path, max_steps: int, devices=1, strategy='auto', val_every: int = 250, ckpt_every: int = 100,
-                 accelerator='auto', progress=True, callbacks=(), **kw) -> L.Trainer:
-    "A Trainer that checkpoints to `out/checkpoints` (last.ckpt for resuming) and logs CSV (and TensorBoard when installed) to `out/logs`."
-    from lightning.pytorch.callbacks import ModelCheckpoint
+                 accelerator='auto', progress=True, callbacks=(), max_time=None, ckpt_every_s: float = 300.0, **kw) -> L.Trainer:
+    """A Trainer that keeps `out/checkpoints/last.ckpt` for resuming (`RunGuard`: every `ckpt_every` steps and `ckpt_every_s`
+    seconds, on SIGINT/SIGTERM; `max_time` seconds or a timedelta per invocation) and logs CSV (and TensorBoard when installed) to
+    `out/logs`."""
     from lightning.pytorch.loggers import CSVLogger
     loggers = [CSVLogger(out, name='logs')]
     try:
@@ -53,10 +126,12 @@ def make_trainer(out: Path, max_steps: int, devices=1, strategy='auto', val_ever
         from lightning.pytorch.loggers import TensorBoardLogger
         loggers.append(TensorBoardLogger(out, name='tb'))
     except ImportError: pass
-    ckpt = ModelCheckpoint(dirpath=out/'checkpoints', save_last=True, every_n_train_steps=ckpt_every, save_top_k=0)
-    return L.Trainer(max_steps=max_steps, devices=devices, strategy=strategy, accelerator=accelerator, callbacks=[ckpt, *callbacks], logger=loggers,
-                     val_check_interval=val_every, check_val_every_n_epoch=None, limit_val_batches=8, log_every_n_steps=10,
-                     enable_progress_bar=progress, enable_model_summary=False, **kw)
+    if hasattr(max_time, 'total_seconds'): max_time = max_time.total_seconds()
+    (Path(out)/'checkpoints').mkdir(parents=True, exist_ok=True)
+    guard = RunGuard(out, ckpt_every, ckpt_every_s, max_time)
+    return L.Trainer(max_steps=max_steps, devices=devices, strategy=strategy, accelerator=accelerator, callbacks=[guard, *callbacks],
+                     logger=loggers, val_check_interval=val_every, check_val_every_n_epoch=None, limit_val_batches=8,
+                     log_every_n_steps=10, enable_progress_bar=progress, enable_model_summary=False, enable_checkpointing=False, **kw)
 
 def resume_path(out: Path):
     "The run's last Lightning checkpoint under `out` to resume from, or None for a fresh start."
