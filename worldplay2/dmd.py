@@ -15,7 +15,7 @@ import torch, torch.nn.functional as F
 import lightning as L
 from .dit import FlowMatching
 from .vae import check_fields
-from .controls import still_actions, mirror_actions, guide, turned_before, frames_of
+from .controls import still_actions, mirror_actions, guide, turned_before, frames_of, T_FACTOR
 from .teacher_forcing import (MemoryWorld, ForcingConfig, teacher_loss, forcing_loaders,
                                         load_memory_world, run_probe, model_kind)
 from .stream import WorldStream
@@ -147,7 +147,7 @@ class LitDMD(L.LightningModule):
         if b['z'].shape[1] < 1 + n: raise ValueError(f"windows of {b['z'].shape[1]} latents are too short for rollouts of {n}")
         frame = self.vae.decode(self.vae.denormalize(b['z'][:1, :1]))[0].clamp(-1, 1)
         caps = [(b['scene'][0], b['character'][0], b['events'][1 + i*C][0]) for i in range(n//C)]
-        return frame, b['actions'][:1, :1 + 4*n], caps
+        return frame, b['actions'][:1, :1 + T_FACTOR*n], caps
 
     def training_step(self, b, _):
         opt_g, opt_f = self.optimizers()
@@ -254,7 +254,7 @@ def long_loop(seed: int, latents: int, lap_latents: int = 16, res: int = 128, pe
     from worldplay2.episodes import loop_actions
     from worldplay2.realtime import true_frames
     if latents < 2 or lap_latents < 2: raise ValueError(f"a long loop needs latents >= 2 and lap_latents >= 2, got {latents} and {lap_latents}")
-    w, P, T = World.from_seed(seed), 4*lap_latents, frames_of(latents)
+    w, P, T = World.from_seed(seed), T_FACTOR*lap_latents, frames_of(latents)
     lap = loop_actions(w, P + 1, np.random.default_rng(seed), perspective)      # frame 0 stands still; frames 1 … P walk out and back
     acts = np.concatenate([lap[:1]] + [lap[1:]]*(-(-(T - 1)//P)))[:T]
     return w, acts, true_frames(w, acts[1:], res, perspective)
@@ -270,11 +270,11 @@ def horizon_quality(models: dict, vae, seeds=(0, 1, 2, 3), latents: int = 65, la
     from worldplay2.data import frames_to_tensor, tensor_to_frames
     from worldplay2.revisit import loop_rollout
     from worldplay2.control_eval import sharpness
-    P, T = 4*lap_latents, frames_of(latents)
+    P, T = T_FACTOR*lap_latents, frames_of(latents)
     if T <= P: raise ValueError(f"{latents} latents do not finish one lap of {lap_latents} latents: nothing is revisited")
     loops = [(w, acts, true_np, frames_to_tensor(true_np)[None]) for w, acts, true_np in (long_loop(s, latents, lap_latents, vae.config.res) for s in seeds)]
     laps = [slice(1 + j*P, min(T, 1 + (j + 1)*P)) for j in range(-(-(T - 1)//P))]
-    chunks = [slice(1 + 4*chunk*i, min(T, 1 + 4*chunk*(i + 1))) for i in range(-(-(T - 1)//(4*chunk)))]
+    chunks = [slice(1 + T_FACTOR*chunk*i, min(T, 1 + T_FACTOR*chunk*(i + 1))) for i in range(-(-(T - 1)//(T_FACTOR*chunk)))]
     out = {}
     for name, (mw, sampler) in models.items():
         rows = []

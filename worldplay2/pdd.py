@@ -15,7 +15,7 @@ import torch, torch.nn as nn, torch.nn.functional as F
 import lightning as L
 from .dit import shift_sigma
 from .vae import check_fields
-from .controls import turned_before, frames_of
+from .controls import turned_before, frames_of, T_FACTOR
 from .teacher_forcing import (MemoryWorld, ForcingConfig, FORCING_TRAIN, forcing_inputs, clip_start, forcing_loaders,
                                         memory_world_config, memory_world_from_config, load_memory_world)
 
@@ -235,7 +235,7 @@ def rollout_quality(variants: dict, vae, episodes, chunk: int = 2, latents: int 
     T = frames_of(latents)
     eps = [e for e in (read_episode(p) for p in episodes[:max_episodes]) if len(e) >= T]
     if not eps: raise ValueError(f"no episode of {T} frames or more among the first {max_episodes} of {len(episodes)}")
-    chunks = [slice(1 + 4*j*chunk, min(T, 1 + 4*(j + 1)*chunk)) for j in range((latents - 1 + chunk - 1)//chunk)]
+    chunks = [slice(1 + T_FACTOR*j*chunk, min(T, 1 + T_FACTOR*(j + 1)*chunk)) for j in range((latents - 1 + chunk - 1)//chunk)]
     out = {}
     for name, (mw, sampler) in variants.items():
         rows, by_chunk = [], []

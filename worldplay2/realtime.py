@@ -18,7 +18,7 @@ from .dit import EulerSampler, Attention
 from einops import rearrange
 from .data import frames_to_tensor, tensor_to_frames
 from .control_eval import true_render, psnr, sharpness
-from .controls import still_actions
+from .controls import still_actions, T_FACTOR
 from .teacher_forcing import MemoryWorld
 from .stream import WorldStream
 from .machine import cpu_info
@@ -143,7 +143,7 @@ class Session:
 
     def actions(self, action) -> torch.Tensor:
         "One chunk's actions (1, 4·C, 6) from keys ('w+left'), one action (6,) held for the chunk, or (4·C, 6) per frame; checked."
-        n = 4*self.C
+        n = T_FACTOR*self.C
         if action is None or isinstance(action, str):                       # 'v' among the keys switches the perspective
             given = (action or '').split('+')
             keys = [k for k in given if k.strip().lower() != 'v']
@@ -197,7 +197,7 @@ def play(session: Session, actions, events=(), scene=3, character: str = None, p
     """Play per-frame `actions` (T, 6) from world `scene` with timed `events` [(seconds, text)]: frames uint8 (1 + 4·C·k, H, W, 3), the
     last chunk padded by standing still."""
     first = session.reset(scene, character, perspective=perspective)
-    n = 4*session.C
+    n = T_FACTOR*session.C
     k = -(-len(actions)//n)
     still = still_actions(np.asarray(actions[-1], np.float64))                           # stand still, in the last frame's perspective
     acts = np.concatenate([np.asarray(actions, np.float64), np.repeat(still[None], k*n - len(actions), 0)])
@@ -239,7 +239,7 @@ class WorldSession(Session):
         if self.world is None: raise RuntimeError("call reset() first")
         acts = self.actions(action)[0].numpy().astype(np.float64)
         if event is not None: self.captions[2] = check_text(event, 'event')
-        self.perspective, t0, first, n0 = int(acts[-1, 4]), time.perf_counter(), None, 1 + 4*self.C*self.t
+        self.perspective, t0, first, n0 = int(acts[-1, 4]), time.perf_counter(), None, 1 + T_FACTOR*self.C*self.t
         for i, a in enumerate(acts):
             self.state, _ = self.world.step(self.state, a, (n0 + i)/FPS)
             frame = self.world.render(self.state.pose[None], [(n0 + i)/FPS], self._res)[0][0]
@@ -264,7 +264,7 @@ def demo(session: Session, out, script: str = DEMO_SCRIPT, events=DEMO_EVENTS, s
     gen = play(session, acts, evs, scene)
     dt = time.perf_counter() - t0
     true = true_frames(session.world, session.stream.acts[0, 1:].numpy(), session.res)          # the actions played, padding included
-    n = 4*session.C
+    n = T_FACTOR*session.C
     psnr = [recon_metrics(frames_to_tensor(true[None, 1 + i*n:1 + (i + 1)*n]), frames_to_tensor(gen[None, 1 + i*n:1 + (i + 1)*n]))['psnr']
             for i in range(len(session.log))]
     write_mp4(gen, out/'demo.mp4')
@@ -355,7 +355,7 @@ def run_stream(session: Session, chunks: int, scene=3, fork_at=()) -> dict:
         t0 = time.perf_counter()
         session.step(pattern[i % len(pattern)])
         dt += time.perf_counter() - t0
-    return dict(fps=round(4*session.C*chunks/dt, 2), first_frame_ms=round(session.log[0]['first_ms'], 1), reset_ms=round(session.reset_ms, 1),
+    return dict(fps=round(T_FACTOR*session.C*chunks/dt, 2), first_frame_ms=round(session.log[0]['first_ms'], 1), reset_ms=round(session.reset_ms, 1),
                 log=session.log, forks=forks)
 
 @torch.no_grad()
@@ -426,7 +426,7 @@ def bench_stream(mw: MemoryWorld, vae, sampler, at=(1, 10, 100, 1000), chunk: in
                speedup_vs_naive=round(runs[best]['fps']/r_naive['fps'], 1), chunk_ratio_last_first=ratio(runs[best]),
                latency_ratio_last_first=ratio(runs[best], 'latency_ms'),
                variants={k: v['fps'] for k, v in runs.items()}, variant_chunk_ms=side,
-               growing_room=grow, chunk=chunk, frames_per_chunk=4*chunk, steps=getattr(sampler, 'steps', None),
+               growing_room=grow, chunk=chunk, frames_per_chunk=T_FACTOR*chunk, steps=getattr(sampler, 'steps', None),
                naive=dict(chunks=naive_chunks, steps=naive_steps, cache=False, memory='full'), threads=torch.get_num_threads(),
                cpu=cpu_info())                                                 # a timing names its machine
     return out
@@ -442,7 +442,7 @@ def steering(session: Session, keys=tuple(STEER_KEYS), chunks: int = 3, seeds=ra
     the turns the view's horizontal `drift` beside the true render's: `sign_accuracy` and `drift_ratio`; `worlds` has every clip."""
     bad = [k for k in keys if k not in STEER_KEYS]
     if bad or not keys: raise ValueError(f"steering judges the movement keys {', '.join(STEER_KEYS)}; got {list(keys)}")
-    worlds, n = {}, 4*session.C*chunks
+    worlds, n = {}, T_FACTOR*session.C*chunks
     for sc in seeds:
         for key in keys:
             first = session.reset(sc)

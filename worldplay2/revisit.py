@@ -16,7 +16,7 @@ from .vae import recon_metrics
 from .compressor import MemoryConfig
 from .teacher_forcing import MemoryWorld
 from .stream import WorldStream
-from .controls import frames_of
+from .controls import frames_of, T_FACTOR
 
 # %% ../nbs/07b_revisit.ipynb #301b07a0
 @torch.no_grad()
@@ -34,7 +34,7 @@ def loop_rollout(mw: MemoryWorld, vae, frames, actions, captions: dict, clip: in
     g = torch.Generator(dev).manual_seed(seed)
     for t in range(1, n, clip):
         ca = a[frames_of(t):frames_of(t + clip)]
-        if len(ca) < 4*clip: ca = torch.cat([ca, ca[-1:].expand(4*clip - len(ca), -1)*ca.new_tensor([0, 0, 0, 0, 1, 0.])])  # pad: stand still
+        if len(ca) < T_FACTOR*clip: ca = torch.cat([ca, ca[-1:].expand(T_FACTOR*clip - len(ca), -1)*ca.new_tensor([0, 0, 0, 0, 1, 0.])])  # pad: stand still
         st.step(ca[None], generator=g)
     return st.video()[:, :frames_of(n)].clamp(-1, 1)
 

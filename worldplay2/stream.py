@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import torch
 from .dit import EulerSampler, Room
 from .vae import check_finite
+from .controls import T_FACTOR
 from .compressor import MemoryLayout, memory_layout, make_memory, shrink
 from .teacher_forcing import MemoryWorld, forcing_mask, memory_tokens
 
@@ -226,7 +227,7 @@ class WorldStream:
         "`step`, yielding the chunk's frames (1, 4, 3, H, W) latent by latent as soon as each is decoded (progressive decoding)."
         mw, C = self.mw, self.C
         if captions is not None: self.captions = tuple(captions)
-        if actions.shape[1] != 4*C: raise ValueError(f"a chunk of {C} latents needs {4*C} action frames, got {actions.shape[1]}")
+        if actions.shape[1] != T_FACTOR*C: raise ValueError(f"a chunk of {C} latents needs {T_FACTOR*C} action frames, got {actions.shape[1]}")
         t, dit, turned = self.latents, mw.model.dit, self.turned                 # turned: the chunk's offsets count on from there
         lay = memory_layout(mw.compressor.mc, t)
         x = self.hist['z'].new_zeros((1, C) + self.hist['z'].shape[2:])
