@@ -126,7 +126,6 @@ def dmd_config(a):
 
 def cmd_train(a):
     "Train one stage, or the whole recipe (`train all`)."
-    from datetime import timedelta
     if a.max_time is not None and a.stage == 'all': raise ValueError("--max-time is for one stage, not train all")
     if a.max_time is not None and not 0 < a.max_time < math.inf: raise ValueError(f"--max-time must be a positive number of seconds, got {a.max_time}")
     if a.stage == 'all':
@@ -166,7 +165,7 @@ def cmd_train(a):
                  dmd=dict(init=a.init, vae=a.vae, teacher=a.teacher, window=a.window, dmd_config=dmd_config(a)) if a.stage == 'dmd' else {}).get(a.stage, {})
     m = runners[a.stage](a.data, a.out, a.preset, a.max_steps, a.batch_size, devices=devices, strategy=a.strategy,
                          num_workers=a.num_workers, seed=a.seed, progress=not a.quiet, **extra,
-                         **({} if a.max_time is None else dict(max_time=timedelta(seconds=a.max_time))))
+                         **({} if a.max_time is None else dict(max_time=a.max_time)))
     if m: print(json.dumps(m))
     return m
 

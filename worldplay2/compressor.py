@@ -36,9 +36,8 @@ class MemoryConfig:
         check_fields(self, n_sink='[1, inf)', n_tmp='[0, inf)', l='[1, inf)', s='[1, inf)', d_fine='[1, inf)', fine_heads='[1, inf)', max_cmp='[0, inf)')
         if self.d_fine % self.fine_heads: raise ValueError(f"MemoryConfig.fine_heads: expected a divisor of d_fine = {self.d_fine}, got {self.fine_heads}")
         if self.mode not in ('compressed', 'full', 'window'): raise ValueError(f"unknown memory mode '{self.mode}'; known: compressed, full, window")
-        if self.n_sink < 1 or (self.n_sink - 1) % self.l: raise ValueError(f"n_sink must be 1 + {self.l}k (latent 0 stands alone, the rest in steps of l), got {self.n_sink}")
+        if (self.n_sink - 1) % self.l: raise ValueError(f"n_sink must be 1 + {self.l}k (latent 0 stands alone, the rest in steps of l), got {self.n_sink}")
         if self.n_tmp % self.l: raise ValueError(f"n_tmp must be a multiple of l = {self.l}, got {self.n_tmp}")
-        if self.max_cmp is not None and self.max_cmp < 0: raise ValueError(f"max_cmp must be >= 0, got {self.max_cmp}")
 
     def n_lowres(self, n: int) -> int: return 1 + (n - 1)//self.l        # low-res latents of an n-latent stream
 

@@ -72,9 +72,10 @@ def read_mark(folder):
     if not isinstance(m, dict) or m.get('written_by') != 'worldplay2': raise ValueError(f"{f}: not a worldplay2 marker")
     return m
 
-def check_mark(folder) -> str:
-    "What is wrong with a marked folder: '' when every file its marker lists is there with its size and checksum."
-    m, folder = read_mark(folder), Path(folder)
+def check_mark(folder, m: dict = None) -> str:
+    """What is wrong with a marked folder: '' when every file its marker lists is there with its size and checksum. `m`: its marker,
+    when the caller has read it already."""
+    m, folder = read_mark(folder) if m is None else m, Path(folder)
     if m is None: return f"no {MARK}"
     if not isinstance(m.get('files'), dict): return "an unfinished write"
     for n, r in m['files'].items():
@@ -228,15 +229,13 @@ def read_episode(path, depth: bool = False) -> Episode:
         for k in ('actions', 'poses', 'cameras', 'state'):
             if k not in tr: raise ValueError(f"{path/'track.npz'}: missing array '{k}'")
         if 'frames' not in fr: raise ValueError(f"{path/'frames.npz'}: missing array 'frames'")
-        if fr['frames'].dtype != np.uint8: raise ValueError(f"{path/'frames.npz'}: frames must be uint8, got {fr['frames'].dtype}")
-        frames, actions, src = fr['frames'], check_actions(tr['actions'], str(path/'track.npz')), 'frames.npz'
+        frames, actions, src = _check_frames(fr['frames'], path/'frames.npz'), check_actions(tr['actions'], str(path/'track.npz')), 'frames.npz'
         poses, cameras, state, dep = tr['poses'], tr['cameras'], tr['state'], fr.get('depth')
     elif (path/'video.mp4').exists():
         frames, actions, src = _read_video(path/'video.mp4'), _read_csv_actions(path/'actions.csv'), 'video.mp4'
         T = len(actions)
         poses, cameras, state, dep = np.full((T, 6), np.nan), np.full((T, 5), np.nan), np.full((T, 5), np.nan, np.float32), None
     else: raise ValueError(f"{path}: has neither frames.npz nor video.mp4")
-    if frames.ndim != 4 or frames.shape[-1] != 3: raise ValueError(f"{path}: frames must be (T, H, W, 3), got {frames.shape}")
     T, n = len(frames), meta.get('n_frames')
     if n is not None and n != T: raise ValueError(f"{path}: meta.json says {n} frames but {src} holds {T}")
     if 'res' in meta and frames.shape[1] != meta['res']: raise ValueError(f"{path}: meta.json says res {meta['res']} but {src} holds {frames.shape[1]}x{frames.shape[2]} frames")
@@ -310,7 +309,7 @@ def _episode_status(d: Path) -> str:
         except (OSError, ValueError): meta = None
         if isinstance(meta, dict) and 'format' in meta and 'n_frames' in meta: return 'done'
         raise ValueError(f"{d} is in the way: worldplay2 did not write it (no {MARK}, no valid meta.json); move it away or generate into another folder")
-    problem = check_mark(d)
+    problem = check_mark(d, m)
     if not problem: return 'done'
     listed = m.get('files') if isinstance(m.get('files'), dict) else {}
     extra = sorted(p.name for p in d.iterdir() if p.name != MARK and p.name not in listed)

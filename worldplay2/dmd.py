@@ -15,7 +15,7 @@ import torch, torch.nn.functional as F
 import lightning as L
 from .dit import FlowMatching
 from .vae import check_fields
-from .controls import still_actions, mirror_actions, guide, turned_before, frames_of, T_FACTOR
+from .controls import still_actions, mirror_actions, guide, turned_before, frames_of, frame_spans, T_FACTOR
 from .teacher_forcing import (MemoryWorld, ForcingConfig, teacher_loss, forcing_loaders,
                                         load_memory_world, run_probe, model_kind)
 from .stream import WorldStream
@@ -147,7 +147,7 @@ class LitDMD(L.LightningModule):
         if b['z'].shape[1] < 1 + n: raise ValueError(f"windows of {b['z'].shape[1]} latents are too short for rollouts of {n}")
         frame = self.vae.decode(self.vae.denormalize(b['z'][:1, :1]))[0].clamp(-1, 1)
         caps = [(b['scene'][0], b['character'][0], b['events'][1 + i*C][0]) for i in range(n//C)]
-        return frame, b['actions'][:1, :1 + T_FACTOR*n], caps
+        return frame, b['actions'][:1, :frames_of(n + 1)], caps
 
     def training_step(self, b, _):
         opt_g, opt_f = self.optimizers()
@@ -273,8 +273,7 @@ def horizon_quality(models: dict, vae, seeds=(0, 1, 2, 3), latents: int = 65, la
     P, T = T_FACTOR*lap_latents, frames_of(latents)
     if T <= P: raise ValueError(f"{latents} latents do not finish one lap of {lap_latents} latents: nothing is revisited")
     loops = [(w, acts, true_np, frames_to_tensor(true_np)[None]) for w, acts, true_np in (long_loop(s, latents, lap_latents, vae.config.res) for s in seeds)]
-    laps = [slice(1 + j*P, min(T, 1 + (j + 1)*P)) for j in range(-(-(T - 1)//P))]
-    chunks = [slice(1 + T_FACTOR*chunk*i, min(T, 1 + T_FACTOR*chunk*(i + 1))) for i in range(-(-(T - 1)//(T_FACTOR*chunk)))]
+    laps, chunks = frame_spans(T, P), frame_spans(T, T_FACTOR*chunk)
     out = {}
     for name, (mw, sampler) in models.items():
         rows = []

@@ -15,7 +15,7 @@ import torch, torch.nn as nn, torch.nn.functional as F
 import lightning as L
 from .dit import shift_sigma
 from .vae import check_fields
-from .controls import turned_before, frames_of, T_FACTOR
+from .controls import turned_before, frames_of, frame_spans, T_FACTOR
 from .teacher_forcing import (MemoryWorld, ForcingConfig, FORCING_TRAIN, forcing_inputs, clip_start, forcing_loaders,
                                         memory_world_config, memory_world_from_config, load_memory_world)
 
@@ -29,7 +29,6 @@ class PDDConfig:
 
     def __post_init__(self):
         check_fields(self, blocks='[1, inf)', intervals='[1, inf)')
-        if self.blocks < 1 or self.intervals < 1: raise ValueError(f"blocks and intervals must be ≥ 1, got {self.blocks} and {self.intervals}")
         if self.solver not in ('euler', 'midpoint'): raise ValueError(f"unknown solver '{self.solver}'; known: euler, midpoint")
 
     @property
@@ -235,7 +234,7 @@ def rollout_quality(variants: dict, vae, episodes, chunk: int = 2, latents: int 
     T = frames_of(latents)
     eps = [e for e in (read_episode(p) for p in episodes[:max_episodes]) if len(e) >= T]
     if not eps: raise ValueError(f"no episode of {T} frames or more among the first {max_episodes} of {len(episodes)}")
-    chunks = [slice(1 + T_FACTOR*j*chunk, min(T, 1 + T_FACTOR*(j + 1)*chunk)) for j in range((latents - 1 + chunk - 1)//chunk)]
+    chunks = frame_spans(T, T_FACTOR*chunk)
     out = {}
     for name, (mw, sampler) in variants.items():
         rows, by_chunk = [], []

@@ -57,10 +57,6 @@ class KVCache:
         "The cached memory frames in layout order, each per block (k, v): references, not copies."
         return [self.sink] + [self.cmp[m] for m in sorted(self.cmp)] + [self.tmp[j] for j in sorted(self.tmp)]
 
-    def kv(self):
-        "Per block (k, v) of all cached memory tokens, in layout order."
-        return _cat_kv(self.parts())
-
     @property
     def tokens(self):
         "Memory tokens cached (per block)."

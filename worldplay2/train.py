@@ -57,7 +57,7 @@ class RunGuard(L.Callback):
     def __init__(self, out, every_steps: int = 100, every_s: float = 300.0, max_time: float = None):
         super().__init__()
         self.path, self.every_steps, self.every_s, self.max_time = Path(out)/'checkpoints'/'last.ckpt', every_steps, every_s, max_time
-        self.signal, self.timed_out, self._old = None, False, {}
+        self.signal, self._old = None, {}
 
     def setup(self, trainer, pl_module, stage):
         if stage != 'fit' or not self.path.exists(): return
@@ -89,10 +89,10 @@ class RunGuard(L.Callback):
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         now, reduce = time.monotonic(), lambda b: trainer.strategy.reduce_boolean_decision(b, all=False)   # every rank alike
         timed = self.max_time is not None and now - self.t0 >= self.max_time
-        stop = reduce(self.signal is not None or timed)
-        if stop or trainer.global_step - self.saved_step >= self.every_steps or reduce(now - self.saved_at >= self.every_s):
-            self.save(trainer)
-        if stop: self.timed_out, trainer.should_stop = self.signal is None, True
+        due = reduce(self.signal is not None or timed or now - self.saved_at >= self.every_s)    # one collective a step
+        stop = due and reduce(self.signal is not None or timed)
+        if due or trainer.global_step - self.saved_step >= self.every_steps: self.save(trainer)
+        if stop: trainer.should_stop = True
 
     def on_train_end(self, trainer, pl_module):
         self._restore()
@@ -117,7 +117,7 @@ class RunGuard(L.Callback):
 def make_trainer(out: Path, max_steps: int, devices=1, strategy='auto', val_every: int = 250, ckpt_every: int = 100,
                  accelerator='auto', progress=True, callbacks=(), max_time=None, ckpt_every_s: float = 300.0, **kw) -> L.Trainer:
     """A Trainer that keeps `out/checkpoints/last.ckpt` for resuming (`RunGuard`: every `ckpt_every` steps and `ckpt_every_s`
-    seconds, on SIGINT/SIGTERM; `max_time` seconds or a timedelta per invocation) and logs CSV (and TensorBoard when installed) to
+    seconds, on SIGINT/SIGTERM; `max_time` seconds per invocation) and logs CSV (and TensorBoard when installed) to
     `out/logs`."""
     from lightning.pytorch.loggers import CSVLogger
     loggers = [CSVLogger(out, name='logs')]
@@ -126,7 +126,6 @@ def make_trainer(out: Path, max_steps: int, devices=1, strategy='auto', val_ever
         from lightning.pytorch.loggers import TensorBoardLogger
         loggers.append(TensorBoardLogger(out, name='tb'))
     except ImportError: pass
-    if hasattr(max_time, 'total_seconds'): max_time = max_time.total_seconds()
     (Path(out)/'checkpoints').mkdir(parents=True, exist_ok=True)
     guard = RunGuard(out, ckpt_every, ckpt_every_s, max_time)
     return L.Trainer(max_steps=max_steps, devices=devices, strategy=strategy, accelerator=accelerator, callbacks=[guard, *callbacks],
