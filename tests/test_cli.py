@@ -72,6 +72,17 @@ def test_shipped_small_vae_bench_and_eval_defaults():
     from worldplay2.control_eval import best_for_control
     assert out['checkpoint'] == str(best_for_control())
 
+def test_eval_events_from_the_shell():
+    "`eval events` types an event into the shipped student's stream and judges it against the world with and without it."
+    r = run('eval', 'events', '--events', 'night', '--seeds', '0', '--json', '--per-trial')
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out['trials'] == 1 and list(out['by_event']) == ['night'] and out['seeds'] == [0]
+    assert (out['oracle'], out['oracle_without']) == (1.0, 1.0)             # the instrument sees the night, through the VAE too
+    t = out['per_trial'][0]
+    assert t['kind'] == 'night' and t['typed_at_chunk'] == 4 and t['text'] == 'Night falls and the sky turns dark.'
+    assert t['responded'] == (t['response'] > 0.5)
+
 def test_eval_steering_and_action_guidance_defaults():
     "`eval steering` streams the shipped student through held keys on the world seeds asked for and reads the true render's slide; `eval control` takes action guidance (away from standing still or from the opposite commands) and reports each clip."
     r = run('eval', 'steering', '--seeds', '11', '--keys', 'right', 'left', 'w', '--chunks', '2', '--json')
@@ -138,7 +149,7 @@ def test_every_training_stage_from_the_shell(tmp_path):
     r = run('demo', '--checkpoint', str(d/'dmd'/'model'), '--vae', str(d/'vae'/'vae'), '--out', str(d/'demo'))
     assert r.returncode == 0, r.stderr[-1500:]
     out = json.loads(r.stdout)
-    assert out['frames'] > 200 and out['fps'] > 0 and {p.name for p in (d/'demo').iterdir()} == {'demo.mp4', 'strip.png', 'report.html'}
+    assert out['frames'] > 200 and out['fps'] > 0 and {p.name for p in (d/'demo').iterdir()} == {'demo.mp4', 'strip.png', 'report.html', 'worldplay2.json'}
     assert out['cpu']['threads'] >= 1 and 'vector' in out['cpu'] and out['cpu']['torch_capability']      # the timing names its machine
     assert len(out['psnr_by_chunk']) == (out['frames'] - 1)//8 and abs(sum(out['psnr_by_chunk'])/len(out['psnr_by_chunk']) - out['psnr_vs_true']) < .01
     r = run('demo', '--checkpoint', str(d/'dmd'/'model'), '--vae', str(d/'vae'/'vae'), '--out', str(d/'demo2'), '--script', 'w*8 right*8',

@@ -118,6 +118,68 @@ def test_ctrl_c_with_workers(tmp_path):
     out, err = p.communicate(timeout=60)
     assert p.returncode == 130 and err == 'worldplay2: interrupted\n', (p.returncode, err[-2000:])
 
+# --out: a command writes only its own entries; one the user put there under the same name is refused, untouched
+OUTS = [(['demo', '--out', '{d}', '--checkpoint', '{tmp}/none'], 'strip.png'),
+        (['play', '--actions', 'w*8', '--out', '{d}/strip.png', '--checkpoint', '{tmp}/none'], 'strip.png'),
+        (['preview', '--out', '{d}', '--seconds', '1', '--res', '16'], 'preview.png'),
+        (['train', 'base', '--out', '{d}', '--data', '{tmp}/none', '--vae', '{tmp}/none'], 'model'),
+        (['train', 'all', '--preset', 'tiny', '--out', '{d}'], 'data')]
+
+@pytest.mark.parametrize('argv,name', OUTS, ids=[a[0] + ' ' + n for a, n in OUTS])
+def test_out_never_replaces_the_users_entries(tmp_path, argv, name):
+    d = tmp_path/'mine'; (d/'model').mkdir(parents=True); (d/'model'/'thesis.tex').write_text('months of work')
+    (d/'data').mkdir(); (d/'data'/'notes.csv').write_text('a,b'); (d/'strip.png').write_bytes(b'my picture')
+    (d/'preview.png').write_bytes(b'my sheet'); (d/'notes.txt').write_text('mine')
+    before = tree_hash(d)
+    r = run(*[a.format(d=d, tmp=tmp_path) for a in argv])
+    one_error_line(r, 2, f'{d} holds', name, 'which worldplay2 did not write')
+    assert tree_hash(d) == before                                      # nothing written, nothing replaced, no marker left
+
+def test_out_reruns_replace_their_own(tmp_path):
+    "A rerun into the same folder replaces what worldplay2 wrote there and leaves the rest; the user's other files stay."
+    d = tmp_path/'p'; d.mkdir(); (d/'notes.txt').write_text('mine')
+    stamps = []
+    for _ in range(2):
+        r = run('preview', '--out', str(d), '--seconds', '1', '--res', '16')
+        assert r.returncode == 0, r.stderr[-2000:]
+        stamps.append((d/'preview.png').stat().st_mtime_ns); time.sleep(0.05)
+    assert stamps[1] > stamps[0]                                        # written again, not skipped
+    assert (d/'notes.txt').read_text() == 'mine' and (d/'preview.png').stat().st_size > 0
+    assert not [p.name for p in d.iterdir() if '.tmp' in p.name]        # no temporary file left
+    assert 'preview.png' in json.loads((d/'worldplay2.json').read_text())['outputs']
+
+def test_demo_folder_of_an_earlier_version_is_its_own(tmp_path):
+    "A demo folder written before folders carried a marker is recognised by its report; a page of the user's is not."
+    from worldplay2.data import claim_outputs
+    from worldplay2.realtime import DEMO_FILES, DEMO_LEGACY
+    (tmp_path/'report.html').write_text("<!doctype html><html><head><meta charset='utf-8'><title>worldplay2 demo</title></head>")
+    (tmp_path/'demo.mp4').write_bytes(b'an old demo'); (tmp_path/'strip.png').write_bytes(b'its strip')
+    assert claim_outputs(tmp_path, DEMO_FILES, legacy=DEMO_LEGACY) == tmp_path
+    (tmp_path/'report.html').write_text('<title>my own page</title>')
+    with pytest.raises(ValueError, match='holds demo.mp4, strip.png, report.html, which worldplay2 did not write'):
+        claim_outputs(tmp_path, DEMO_FILES, legacy=DEMO_LEGACY)
+
+@pytest.mark.slow
+def test_ctrl_c_in_a_benchmark_child(tmp_path):
+    "SIGINT to `bench memory` alone while it waits on its fresh-process probe: it stops the probe, one line, exit 130, no traceback."
+    p = subprocess.Popen(['worldplay2', 'bench', 'memory', '--preset', 'tiny', '--horizons', '16', '--train-horizons', '1024', '--json'], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.time() + 60
+    def children(): return subprocess.run(['pgrep', '-P', str(p.pid)], capture_output=True, text=True).stdout.split()
+    while time.time() < deadline and not children() and p.poll() is None: time.sleep(0.05)
+    assert p.poll() is None and children(), p.communicate()
+    kids = children(); time.sleep(1)
+    os.kill(p.pid, signal.SIGINT)                                       # the parent only: it must stop its child itself
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130 and err == 'worldplay2: interrupted\n', (p.returncode, err[-2000:])
+    assert json.loads(out) == dict(error='interrupted', type='KeyboardInterrupt')
+    def running(k):                                                      # a zombie waiting for its reaper is not running
+        try: return Path(f'/proc/{k}/stat').read_text().rsplit(')', 1)[1].split()[0] not in ('Z', 'X')
+        except OSError: return False
+    deadline = time.time() + 10
+    while time.time() < deadline and any(running(k) for k in kids): time.sleep(0.1)
+    assert not [k for k in kids if running(k)]                           # no probe left running (one would run for minutes)
+
 class FakeSession:
     "What `Player` asks of a session, without a model: an event is taken as the next caption, or refused with an error quoting it."
     res, C = 8, 1

@@ -4,15 +4,15 @@
 
 # %% auto #0
 __all__ = ['SPEEDS', 'STEER_KEYS', 'positive_int', 'nonneg_int', 'positive_float', 'nonneg_float', 'finite_float', 'share',
-           'side', 'number', 'out_file', 'out_folder', 'load_checkpoint', 'emit', 'cmd_preview', 'cmd_data_generate',
-           'cmd_data_samples', 'one_core', 'cmd_bench_world', 'dmd_config', 'cmd_train', 'cmd_bench_vae',
-           'cmd_bench_train', 'cmd_bench_memory', 'cmd_eval_control', 'cmd_eval_revisit', 'cmd_eval_horizon',
-           'cmd_eval_pdd', 'cmd_eval_steering', 'cmd_models_list', 'cmd_models_card', 'cmd_models_push', 'load_player',
+           'side', 'number', 'out_file', 'emit', 'cmd_preview', 'cmd_data_generate', 'cmd_data_samples', 'one_core',
+           'cmd_bench_world', 'dmd_config', 'cmd_train', 'cmd_bench_vae', 'cmd_bench_train', 'cmd_bench_memory',
+           'cmd_eval_control', 'cmd_eval_revisit', 'cmd_eval_horizon', 'cmd_eval_pdd', 'cmd_eval_steering',
+           'cmd_eval_events', 'cmd_models_list', 'cmd_models_card', 'cmd_models_push', 'load_player',
            'cmd_bench_stream', 'cmd_play', 'cmd_bench_distill', 'cmd_demo', 'UsageError', 'parser', 'report_error',
            'main']
 
 # %% ../nbs/90_cli.ipynb #07f35a5d
-import argparse, json, math, os, re, signal, sys, threading, time, traceback
+import argparse, json, math, os, re, shutil, signal, sys, threading, time, traceback
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -39,25 +39,15 @@ share = number(float, lambda x: 0 <= x <= 1, 'a number from 0 to 1')        # pr
 side = number(int, lambda x: x >= 8, 'a frame side in pixels >= 8')        # resolutions
 
 def out_file(path, flag: str = '--out') -> Path:
-    "The file a command will write, checked before any work: not a folder, in a folder that exists and can be written."
+    """The file a command will write, checked before any work: not a folder, in a folder that exists and can be written, and not a
+    file worldplay2 did not write (see `claim_outputs`)."""
     p = Path(path)
     if p.is_dir(): raise ValueError(f"{flag} {p} is a folder: give the file to write, e.g. {p/'play.mp4'}")
     if not p.parent.is_dir(): raise ValueError(f"{flag} {p}: {p.parent} is not an existing folder")
     if not os.access(p.parent, os.W_OK): raise ValueError(f"{flag} {p}: the folder {p.parent} cannot be written")
+    from worldplay2.data import claim_outputs                                   # torch: not at import (`--help`)
+    claim_outputs(p.parent, [p.name], flag)
     return p
-
-def out_folder(path, flag: str = '--out') -> Path:
-    "The folder a command will write into (made when missing), checked before any work: not an existing file."
-    p = Path(path)
-    if p.exists() and not p.is_dir(): raise ValueError(f"{flag} {p} is a file: give the folder to write into")
-    return p
-
-def load_checkpoint(load, path, *args):
-    """`load(path, *args)` for a checkpoint named on the command line: a config.json field of the wrong type or name (a TypeError,
-    KeyError or AttributeError while the network is built) becomes a ValueError naming the checkpoint; `--debug` shows the cause."""
-    try: return load(path, *args)
-    except (TypeError, KeyError, AttributeError) as e:
-        raise ValueError(f"{path}: its config.json does not fit the network it names ({type(e).__name__}: {e})") from e
 
 # %% ../nbs/90_cli.ipynb #ef39a14b
 def emit(a, res):
@@ -66,13 +56,15 @@ def emit(a, res):
     return res
 
 def cmd_preview(a):
-    "Render one episode of each kind at `a.res`: `<kind>.mp4` per kind and `preview.png`, a contact sheet of all three."
+    "Render one episode of each kind at `a.res`: `<kind>.mp4` per kind and `preview.png`, a contact sheet of them all."
     import numpy as np
     from PIL import Image
     from worldplay2.world import frame_strip
     from worldplay2.episodes import make_episode, EPISODE_KINDS
-    from worldplay2.data import write_mp4
-    out = Path(a.out); out.mkdir(parents=True, exist_ok=True)
+    import io
+    from worldplay2.data import write_mp4, claim_outputs, own_outputs, write_bytes_atomic
+    names = [f'{kind}.mp4' for kind in EPISODE_KINDS] + ['preview.png']
+    out = own_outputs(claim_outputs(a.out, names), names)
     rows, report = [], {}
     for kind in EPISODE_KINDS:
         t0 = time.perf_counter()
@@ -83,7 +75,8 @@ def cmd_preview(a):
         report[kind] = dict(mp4=str(out/f'{kind}.mp4'), frames=len(ep), seconds_to_make=round(dt, 2),
                             scene=ep.caption['scene'], events=[w['event'] for w in ep.caption['dynamic_interactions']])
     sheet = out/'preview.png'
-    Image.fromarray(frame_strip(np.concatenate(rows), cols=8)).save(sheet)
+    png = io.BytesIO(); Image.fromarray(frame_strip(np.concatenate(rows), cols=8)).save(png, format='PNG')
+    write_bytes_atomic(sheet, png.getvalue())
     report['contact_sheet'] = str(sheet)
     print(json.dumps(report, indent=1))
     return report
@@ -163,9 +156,15 @@ def cmd_train(a):
                  compressor=dict(vae=a.vae, model=a.model, window=a.window), teacher=memory, student=memory,
                  pdd=dict(init=a.init, vae=a.vae, window=a.window, solver=a.solver),
                  dmd=dict(init=a.init, vae=a.vae, teacher=a.teacher, window=a.window, dmd_config=dmd_config(a)) if a.stage == 'dmd' else {}).get(a.stage, {})
-    m = runners[a.stage](a.data, a.out, a.preset, a.max_steps, a.batch_size, devices=devices, strategy=a.strategy,
-                         num_workers=a.num_workers, seed=a.seed, progress=not a.quiet, **extra,
-                         **({} if a.max_time is None else dict(max_time=a.max_time)))
+    from worldplay2.train import claim_run
+    fresh = not Path(a.out).exists()
+    claim_run(a.out)                                                            # only the run's own entries, before any work
+    try: m = runners[a.stage](a.data, a.out, a.preset, a.max_steps, a.batch_size, devices=devices, strategy=a.strategy,
+                              num_workers=a.num_workers, seed=a.seed, progress=not a.quiet, **extra,
+                              **({} if a.max_time is None else dict(max_time=a.max_time)))
+    except BaseException:                                                       # a folder this run made and left empty goes
+        if fresh and [p.name for p in Path(a.out).iterdir()] == ['worldplay2.json']: shutil.rmtree(a.out)
+        raise
     if m: print(json.dumps(m))
     return m
 
@@ -177,7 +176,7 @@ def cmd_bench_vae(a):
     one_core() if a.one_core else None
     eps = [p for p in list_episodes(a.data or samples_dir()) if (p/'frames.npz').exists()]
     held_out = split_episodes(eps)[1] if a.data else eps
-    res = bench_vae(load_checkpoint(load_vae, a.checkpoint or pretrained('small-vae')), held_out, max_clips=a.clips)
+    res = bench_vae(load_vae(a.checkpoint or pretrained('small-vae')), held_out, max_clips=a.clips)
     return emit(a, res)
 
 # %% ../nbs/90_cli.ipynb #90e3d4e3
@@ -204,14 +203,21 @@ def cmd_eval_control(a):
     from worldplay2.data import list_episodes, split_episodes, samples_dir
     if (a.checkpoint is None) != (a.vae is None): raise ValueError("pass both --checkpoint DIR (model/ of `worldplay2 train base` or `train teacher`) and --vae DIR (its vae/), or neither for the best shipped model")
     ck = a.checkpoint or best_for_control()                                  # the shipped model whose card records the best action accuracy
-    net = load_checkpoint(from_pretrained, ck)
+    net = from_pretrained(ck)
     model = net.model if type(net).__name__ == 'MemoryWorld' else net               # a memory teacher's DiT, evaluated from the first frame alone
     if type(model).__name__ != 'WorldModel': raise ValueError(f"{ck} holds a {type(net).__name__}: eval control takes a base model (`train base`) or a memory teacher (`train teacher`)")
-    vae = load_checkpoint(load_vae, a.vae or pretrained('small-vae'))
+    vae = load_vae(a.vae or pretrained('small-vae'))
     check_latents_match(vae.config, model.config.vae, 'the VAE', 'the model'); check_latent_stats(model, vae)
     eps = [p for p in list_episodes(a.data or samples_dir()) if (p/'frames.npz').exists()]
     held_out = (split_episodes(eps)[1] or eps) if a.data else eps          # the samples' worlds are never trained on
     gen = model_generator(model, vae, a.steps, a.cfg, a.seed, a.guide, a.cfg_above)
+    if a.script:                                                                # one key script from world start views, chunk by chunk
+        import numpy as np
+        from worldplay2.control_eval import script_psnr
+        from worldplay2.realtime import parse_script, world_of
+        acts = parse_script(a.script)
+        res = script_psnr(gen, {s: world_of(s) for s in a.scenes}, np.concatenate([acts[:1], acts]), vae.config.res, from_chunk=a.from_chunk)
+        return emit(a, res | dict(script=a.script, checkpoint=str(ck)))
     if a.motions:
         if a.per_clip: raise ValueError("--per-clip lists the episodes' own clips: it does not go with --motions")
         res = eval_motions(gen, held_out, clip=a.clip, res=vae.config.res, max_starts=a.clips)
@@ -225,9 +231,9 @@ def cmd_eval_revisit(a):
     from worldplay2.vae import load_vae
     from worldplay2.revisit import eval_revisit
     from worldplay2.data import list_episodes, split_episodes, samples_dir
-    mw, vae = load_checkpoint(load_memory_world, a.checkpoint), load_checkpoint(load_vae, a.vae)
+    mw, vae = load_memory_world(a.checkpoint), load_vae(a.vae)
     check_latent_stats(mw.model, vae)
-    models = {k: load_checkpoint(load_memory_world, p) for k, p in (('full', a.full), ('window', a.window)) if p}
+    models = {k: load_memory_world(p) for k, p in (('full', a.full), ('window', a.window)) if p}
     eps = [p for p in list_episodes(a.data or samples_dir()) if (p/'frames.npz').exists()]
     held_out = (split_episodes(eps)[1] or eps) if a.data else eps
     res = eval_revisit(mw, vae, held_out, clip=a.clip, steps=a.steps, max_episodes=a.episodes, models=models, teacher=not a.student)
@@ -260,7 +266,7 @@ def cmd_eval_pdd(a):
     from worldplay2.train import check_latent_stats
     from worldplay2.vae import load_vae
     from worldplay2.data import list_episodes, split_episodes, samples_dir
-    pw, ar, vae = load_checkpoint(load_pdd_world, a.checkpoint), load_checkpoint(load_memory_world, a.student), load_checkpoint(load_vae, a.vae)
+    pw, ar, vae = load_pdd_world(a.checkpoint), load_memory_world(a.student), load_vae(a.vae)
     check_latent_stats(pw.mw.model, vae); check_latent_stats(ar.model, vae)
     K, shift = pw.pc.blocks, ar.config.dit.shift
     eps = [p for p in list_episodes(a.data or samples_dir()) if (p/'frames.npz').exists()]
@@ -275,6 +281,19 @@ def cmd_eval_steering(a):
     from worldplay2.train import pretrained
     mw, vae, sampler, what = load_player(a.checkpoint or pretrained('small-student'), a.vae, a.speed)
     res = steering(Session(mw, vae, sampler, seed=a.seed), tuple(a.keys), a.chunks, a.seeds) | dict(checkpoint=what)
+    return emit(a, res)
+
+def cmd_eval_events(a):
+    "Does a typed event happen? Each event the world renders, typed into a stream, judged against the true renders with and without it."
+    from worldplay2.realtime import Session
+    from worldplay2.events import eval_events, EVENT_KINDS
+    from worldplay2.train import pretrained
+    kinds = tuple(a.events or EVENT_KINDS)
+    bad = [k for k in kinds if k not in EVENT_KINDS]                            # before the model loads
+    if bad: raise ValueError(f"unknown event {', '.join(bad)}; the world renders: {', '.join(EVENT_KINDS)}")
+    mw, vae, sampler, what = load_player(a.checkpoint or pretrained('small-student'), a.vae, a.speed)
+    res = eval_events(Session(mw, vae, sampler, seed=a.seed), kinds, a.seeds, noise=a.seed) | dict(checkpoint=what)
+    if not a.per_trial: res.pop('per_trial')
     return emit(a, res)
 
 def _eval_parser(sub):
@@ -298,6 +317,10 @@ def _eval_parser(sub):
     c.add_argument('--per-clip', action='store_true', help="add each clip's record (start, net commands, PSNRs, judgements) under per_clip")
     c.add_argument('--motions', action='store_true', help="judge one held key at a time (yaw, pitch, forward, lateral) from the start views "
                    "of the first --clips episodes instead of the episodes' own clips (eval_motions)")
+    c.add_argument('--script', default=None, help="instead: play this key script (as for play, e.g. 'w*32 right*48') from the start view of "
+                   "each of --scenes in one clip; PSNR against the true render per chunk of 8 frames")
+    c.add_argument('--scenes', type=int, nargs='+', default=list(range(8)), help='with --script: the world seeds (default 0-7)')
+    c.add_argument('--from-chunk', type=nonneg_int, default=0, help="with --script: the chunks averaged start here (e.g. 4: after 'w*32')")
     c.add_argument('--json', action='store_true')
     c.set_defaults(fn=cmd_eval_control)
     sg = e.add_parser('steering', help="each movement key held from world start views: nearer the true render of that key than of its "
@@ -311,6 +334,17 @@ def _eval_parser(sub):
     sg.add_argument('--speed', choices=SPEEDS, default='fp32', help='the network variant (demo and play run int8)')
     sg.add_argument('--json', action='store_true')
     sg.set_defaults(fn=cmd_eval_steering)
+    ev = e.add_parser('events', help="each event the world renders (night, fog, an object appearing, a chest opening, ...) typed into a "
+                      "stream: nearer the true render with it than without? success, unprompted, oracle, by event, time to appear")
+    ev.add_argument('--checkpoint', default=None, help='a model with memory (train student / pdd / dmd); default: the shipped small student')
+    ev.add_argument('--vae', default=None, help='its VAE (default: the shipped small VAE)')
+    ev.add_argument('--seeds', type=int, nargs='+', default=list(range(8)), help='world seeds (default 0-7)')
+    ev.add_argument('--events', nargs='+', default=None, metavar='EVENT', help='the events judged (default: all the world renders)')
+    ev.add_argument('--seed', type=int, default=0, help='seed of the sampler noise')
+    ev.add_argument('--speed', choices=SPEEDS, default='fp32', help='the network variant (demo and play run int8)')
+    ev.add_argument('--per-trial', action='store_true', help='also every trial')
+    ev.add_argument('--json', action='store_true')
+    ev.set_defaults(fn=cmd_eval_events)
     r = e.add_parser('revisit', help='loop closure: generated vs generated at the same pose and vs true frames, compressed / full / no memory')
     r.add_argument('--checkpoint', required=True, help='a model/ folder with memory (`worldplay2 train teacher` or `student`)')
     r.add_argument('--vae', required=True, help='the vae/ folder it was trained with')
@@ -523,12 +557,12 @@ def load_player(checkpoint, vae=None, speed: str = 'fp32'):
     from worldplay2.vae import load_vae
     from worldplay2.train import pretrained, check_latent_stats
     from worldplay2.dit import EulerSampler
-    net = load_checkpoint(from_pretrained, checkpoint)
+    net = from_pretrained(checkpoint)
     kind = type(net).__name__
     if kind == 'PDDWorld': mw, sampler = net.mw, net.sampler()
     elif kind == 'MemoryWorld': mw, sampler = net, EulerSampler(8, net.config.dit.shift)
     else: raise ValueError(f"{checkpoint} is not a model with memory (`train student`, `train pdd` or `train dmd`)")
-    v = load_checkpoint(load_vae, vae or pretrained('small-vae'))
+    v = load_vae(vae or pretrained('small-vae'))
     check_latent_stats(mw.model, v)
     return SPEED_VARIANTS[speed](mw), v, sampler, f'{kind} {checkpoint}' + ('' if speed == 'fp32' else f' ({speed})')
 
@@ -547,7 +581,7 @@ def cmd_bench_stream(a):
     else:                                                                       # timing only: the cost does not depend on the weights
         c = model_config(a.preset); torch.manual_seed(0)
         mw, sampler = MemoryWorld(WorldModel(c), HistoryCompressor(MemoryConfig(), c.dit)), EulerSampler(a.steps, c.dit.shift)
-        vae = load_checkpoint(load_vae, a.vae) if a.vae else (load_vae(pretrained('small-vae')) if a.preset == 'small' else CausalVAE(vae_config(a.preset)))
+        vae = load_vae(a.vae) if a.vae else (load_vae(pretrained('small-vae')) if a.preset == 'small' else CausalVAE(vae_config(a.preset)))
         what = f'random {a.preset} weights (timing only), {a.steps} Euler steps per chunk'
     res = bench_stream(mw, vae, sampler, tuple(a.at), a.chunk, a.max_cmp, a.naive_chunks, a.naive_steps, variants=tuple(a.variants),
                        growing=not a.no_growing, threads=tuple(a.threads) if a.threads else (None,), rounds=a.rounds)
@@ -559,13 +593,14 @@ def cmd_play(a):
     out = out_file(a.out)                                                       # checked before the model loads and the clip is made
     from worldplay2.realtime import Session, parse_script, parse_event, play
     from worldplay2.train import pretrained
-    from worldplay2.data import write_mp4
+    from worldplay2.data import write_mp4, own_outputs
     acts, events = parse_script(a.actions, a.perspective), [parse_event(e) for e in a.event]
     mw, vae, sampler, what = load_player(a.checkpoint or pretrained('small-student'), a.vae, a.speed)
     sess = Session(mw, vae, sampler, seed=a.seed)
     t0 = time.time()
     frames = play(sess, acts, events, a.scene, a.character, a.perspective)
     dt = time.time() - t0
+    own_outputs(out.parent, [out.name])
     write_mp4(frames, out)
     res = dict(out=str(out), frames=len(frames), seconds=round(len(frames)/16, 2), fps=round((len(frames) - 1)/dt, 2), model=what,
                first_frame_ms=round(sess.log[0]['first_ms'], 1), events=[list(e) for e in events])
@@ -580,8 +615,9 @@ def cmd_bench_distill(a):
 def cmd_demo(a):
     """The scripted demo: loop, turns, jump, perspective switch, two events; video, strip against the true render, HTML report.
     `--script`/`--scene` play another script in another world against its true render (`--event` adds events to it)."""
-    out_folder(a.out)
-    from worldplay2.realtime import Session, demo, DEMO_SCRIPT, DEMO_EVENTS, parse_script, parse_event
+    from worldplay2.data import claim_outputs
+    from worldplay2.realtime import Session, demo, DEMO_SCRIPT, DEMO_EVENTS, DEMO_FILES, DEMO_LEGACY, parse_script, parse_event
+    claim_outputs(a.out, DEMO_FILES, legacy=DEMO_LEGACY)                                           # before the model loads
     from worldplay2.train import pretrained
     if a.event and not a.script: raise ValueError("--event goes with --script (the demo's own script has its two events)")
     events = () if a.no_events else a.event if a.script else DEMO_EVENTS

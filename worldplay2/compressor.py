@@ -22,32 +22,44 @@ from .vae import CausalVAE, check_fields
 # %% ../nbs/06_compressor.ipynb #40d2cc65
 @dataclass
 class MemoryConfig:
-    "Eq. 4's memory: window sizes (latents), the coarse branch's factors, the fine branch's size; `mode` switches the ablations."
+    """Eq. 4's memory: window sizes (latents), the coarse branch's factors, the fine branch's size; `mode`
+    switches the ablations."""
     n_sink: int = 1               # first latents kept at full resolution: 1 + l·k
     n_tmp: int = 4                # latest latents before the clip kept at full resolution: a multiple of l
     l: int = 2                    # latents per compressed step (the coarse re-encode's frame-rate factor)
     s: int = 4                    # spatial factor of the coarse re-encode
     d_fine: int = 64              # width of the fine branch
     fine_heads: int = 4
-    mode: str = 'compressed'      # 'compressed' | 'full' (all history at full resolution) | 'window' (x_tmp only: no memory)
+    # 'compressed' | 'full' (all history at full resolution) | 'window' (x_tmp only: no memory)
+    mode: str = 'compressed'
     max_cmp: int = None           # keep at most this many compressed steps, dropping the oldest (None: all)
 
     def __post_init__(self):
-        check_fields(self, n_sink='[1, inf)', n_tmp='[0, inf)', l='[1, inf)', s='[1, inf)', d_fine='[1, inf)', fine_heads='[1, inf)', max_cmp='[0, inf)')
-        if self.d_fine % self.fine_heads: raise ValueError(f"MemoryConfig.fine_heads: expected a divisor of d_fine = {self.d_fine}, got {self.fine_heads}")
-        if self.mode not in ('compressed', 'full', 'window'): raise ValueError(f"unknown memory mode '{self.mode}'; known: compressed, full, window")
-        if (self.n_sink - 1) % self.l: raise ValueError(f"n_sink must be 1 + {self.l}k (latent 0 stands alone, the rest in steps of l), got {self.n_sink}")
-        if self.n_tmp % self.l: raise ValueError(f"n_tmp must be a multiple of l = {self.l}, got {self.n_tmp}")
+        check_fields(self, n_sink='[1, inf)', n_tmp='[0, inf)', l='[1, inf)', s='[1, inf)', d_fine='[1, inf)',
+                     fine_heads='[1, inf)', max_cmp='[0, inf)')
+        if self.d_fine % self.fine_heads:
+            raise ValueError(f"MemoryConfig.fine_heads: expected a divisor of d_fine = {self.d_fine}, "
+                             f"got {self.fine_heads}")
+        if self.mode not in ('compressed', 'full', 'window'):
+            raise ValueError(f"unknown memory mode '{self.mode}'; known: compressed, full, window")
+        if (self.n_sink - 1) % self.l:
+            raise ValueError(f"n_sink must be 1 + {self.l}k (latent 0 stands alone, the rest in steps of l), "
+                             f"got {self.n_sink}")
+        if self.n_tmp % self.l:
+            raise ValueError(f"n_tmp must be a multiple of l = {self.l}, got {self.n_tmp}")
 
-    def n_lowres(self, n: int) -> int: return 1 + (n - 1)//self.l        # low-res latents of an n-latent stream
+    # low-res latents of an n-latent stream
+    def n_lowres(self, n: int) -> int: return 1 + (n - 1)//self.l
 
 # %% ../nbs/06_compressor.ipynb #613360ef
 def shrink(frames, s: int):
     "Frames (B, T, 3, H, W) s× smaller by area averaging."
-    return rearrange(F.avg_pool2d(rearrange(frames, 'b t c h w -> (b t) c h w'), s), '(b t) c h w -> b t c h w', b=frames.shape[0])
+    return rearrange(F.avg_pool2d(rearrange(frames, 'b t c h w -> (b t) c h w'), s),
+                     '(b t) c h w -> b t c h w', b=frames.shape[0])
 
 def lowres_frames(frames, l: int = 2, s: int = 4):
-    "Frames (B, T, 3, H, W) with T = 1 + 4k -> every l-th frame, s× smaller by area averaging: (B, 1 + 4k/l, 3, H/s, W/s)."
+    """Frames (B, T, 3, H, W) with T = 1 + 4k -> every l-th frame, s× smaller by area averaging:
+    (B, 1 + 4k/l, 3, H/s, W/s)."""
     T, H, W = frames.shape[1], frames.shape[-2], frames.shape[-1]
     if (T - 1) % (4*l): raise ValueError(f"{T} frames: the low-rate stream needs 1 + {4*l}k frames")
     if H % s or W % s: raise ValueError(f"{H}x{W} frames do not shrink by s = {s}")
@@ -55,13 +67,15 @@ def lowres_frames(frames, l: int = 2, s: int = 4):
 
 @torch.no_grad()
 def encode_lowres(vae: CausalVAE, frames, l: int = 2, s: int = 4):
-    "Normalised low-res latents x^lr (B, 1 + (n−1)/l, C, H/s, W/s) of frames (B, T, 3, H, W) in [-1, 1] (the first 1 + 4l·k frames)."
+    """Normalised low-res latents x^lr (B, 1 + (n−1)/l, C, H/s, W/s) of frames (B, T, 3, H, W) in [-1, 1]
+    (the first 1 + 4l·k frames)."""
     T = 1 + (frames.shape[1] - 1)//(4*l)*4*l
     return vae.normalize(vae.encode(lowres_frames(frames[:, :T], l, s))[0])
 
 # %% ../nbs/06_compressor.ipynb #5b86a69f
 class CausalConv3d(nn.Module):
-    "3D convolution over (B, C, K, H, W) that reads only the present and past steps: front padding in time, 'same' padding in space."
+    """3D convolution over (B, C, K, H, W) that reads only the present and past steps: front padding in time,
+    'same' padding in space."""
     def __init__(self, ci: int, co: int, k=(2, 3, 3), stride=(1, 1, 1)):
         super().__init__()
         self.pad_t = k[0] - 1
@@ -71,14 +85,17 @@ class CausalConv3d(nn.Module):
 
 # %% ../nbs/06_compressor.ipynb #5cce3520
 class HistoryCompressor(nn.Module):
-    "C_φ (eq. 4): coarse tokens (x^lr through the DiT's patchifier) plus a zero-initialised fine residual from the full-res latents."
+    """C_φ (eq. 4): coarse tokens (x^lr through the DiT's patchifier) plus a zero-initialised fine residual
+    from the full-res latents."""
     def __init__(self, mc: MemoryConfig, dc: DiTConfig):
         super().__init__()
         self.mc, self.dc = mc, dc
         stages = math.log2(mc.s*dc.patch)
-        if stages < 1 or stages != int(stages): raise ValueError(f"s·patch = {mc.s*dc.patch} must be a power of two >= 2")
+        if stages < 1 or stages != int(stages):
+            raise ValueError(f"s·patch = {mc.s*dc.patch} must be a power of two >= 2")
         d = mc.d_fine
-        self.merge = nn.Conv3d(dc.z_ch, d, (mc.l, 2, 2), (mc.l, 2, 2))                 # one step's l latents -> (H/2, W/2)
+        # one step's l latents -> (H/2, W/2)
+        self.merge = nn.Conv3d(dc.z_ch, d, (mc.l, 2, 2), (mc.l, 2, 2))
         self.down = nn.ModuleList(CausalConv3d(d, d, (2, 3, 3), (1, 2, 2)) for _ in range(int(stages) - 1))
         self.norm1, self.norm2 = nn.LayerNorm(d), nn.LayerNorm(d)
         self.attn = Attention(d, mc.fine_heads)
@@ -86,15 +103,18 @@ class HistoryCompressor(nn.Module):
         self.out = nn.Linear(d, dc.d_model)
         nn.init.zeros_(self.out.weight); nn.init.zeros_(self.out.bias)
 
+    # a step's fine tokens read this many earlier steps
     @property
-    def reach(self): return len(self.down)                              # a step's fine tokens read this many earlier steps
+    def reach(self): return len(self.down)
 
     def fine(self, z):
-        "Full-res latents (B, K·l, C, H, W) of steps 1…K -> fine residual (B, K, G, D); step m reads latents <= l·m only."
+        """Full-res latents (B, K·l, C, H, W) of steps 1…K -> fine residual (B, K, G, D); step m reads
+        latents <= l·m only."""
         h = self.merge(rearrange(z, 'b t c h w -> b c t h w'))                    # (B, d, K, H/2, W/2)
         for conv in self.down: h = conv(F.silu(h))
         K = h.shape[2]
-        h = rearrange(h, 'b d k y x -> (b k) (y x) d')                           # attention among a step's G tokens
+        # attention among a step's G tokens
+        h = rearrange(h, 'b d k y x -> (b k) (y x) d')
         h = h + self.attn(self.norm1(h))
         h = h + self.mlp(self.norm2(h))
         return rearrange(self.out(h), '(b k) g d -> b k g d', k=K)
@@ -105,16 +125,19 @@ class HistoryCompressor(nn.Module):
         return patchify(rearrange(z_lr, 'b k c (y p) (x q) -> b k (y x) (c p q)', p=p, q=p))
 
     def forward(self, z, z_lr, patchify):
-        "x_cmp (B, K, G, D) of the steps 1…K: latents z (B, K·l, C, H, W) = history latents 1…K·l, z_lr (B, K, C, H/s, W/s) their low-res."
-        if z.shape[1] != self.mc.l*z_lr.shape[1]: raise ValueError(f"{z.shape[1]} latents make {z.shape[1]/self.mc.l:g} steps of l = {self.mc.l}, "
-                                                                  f"but there are {z_lr.shape[1]} low-res latents")
+        """x_cmp (B, K, G, D) of the steps 1…K: latents z (B, K·l, C, H, W) = history latents 1…K·l, z_lr
+        (B, K, C, H/s, W/s) their low-res."""
+        if z.shape[1] != self.mc.l*z_lr.shape[1]:
+            raise ValueError(f"{z.shape[1]} latents make {z.shape[1]/self.mc.l:g} steps of l = {self.mc.l}, "
+                             f"but there are {z_lr.shape[1]} low-res latents")
         return self.coarse(z_lr, patchify) + self.fine(z)
 
 # %% ../nbs/06_compressor.ipynb #369460ac
 from typing import NamedTuple
 
 class MemoryLayout(NamedTuple):
-    "Where the history goes: sink latents, compressed steps, latents kept at full resolution after the sink, and where x_tmp starts."
+    """Where the history goes: sink latents, compressed steps, latents kept at full resolution after the sink,
+    and where x_tmp starts."""
     sink: range
     steps: range
     full: range
@@ -122,26 +145,32 @@ class MemoryLayout(NamedTuple):
 
     def union(self, other):
         "The layout holding both (for the chunks of one teacher-forcing sample)."
-        cat = lambda a, b: range(min(a.start, b.start), max(a.stop, b.stop)) if len(a) and len(b) else (a if len(a) else b)
-        return MemoryLayout(cat(self.sink, other.sink), cat(self.steps, other.steps), cat(self.full, other.full), min(self.tmp_start, other.tmp_start))
+        cat = lambda a, b: (range(min(a.start, b.start), max(a.stop, b.stop)) if len(a) and len(b)
+                            else (a if len(a) else b))
+        return MemoryLayout(cat(self.sink, other.sink), cat(self.steps, other.steps),
+                            cat(self.full, other.full), min(self.tmp_start, other.tmp_start))
 
 def memory_layout(mc: MemoryConfig, t: int) -> MemoryLayout:
     "Where the history latents 0 … t−1 of a clip starting at latent t go, by `mc.mode`."
     n_sink = min(mc.n_sink, t)
-    K = max(0, (t - mc.n_tmp - n_sink)//mc.l)                          # whole steps between the sink and the temporal window
+    # whole steps between the sink and the temporal window
+    K = max(0, (t - mc.n_tmp - n_sink)//mc.l)
     m0 = (n_sink - 1)//mc.l + 1                                         # first step after the sink
     steps = range(m0, m0 + K)
     if mc.max_cmp is not None: steps = steps[max(0, K - mc.max_cmp):]   # drop the oldest steps
     tmp = n_sink + mc.l*K
-    if mc.mode == 'window': return MemoryLayout(range(0), range(0), range(max(0, t - mc.n_tmp), t), max(0, t - mc.n_tmp))
+    if mc.mode == 'window':
+        return MemoryLayout(range(0), range(0), range(max(0, t - mc.n_tmp), t), max(0, t - mc.n_tmp))
     if mc.mode == 'full': return MemoryLayout(range(n_sink), range(0), range(n_sink, t), tmp)
     return MemoryLayout(range(n_sink), steps, range(tmp, t), tmp)
 
 @dataclass
 class Memory(MemoryTokens):
-    "MemoryTokens plus what masks and the KV cache need about each memory frame: kind, whether compressed, index, last latent covered."
+    """MemoryTokens plus what masks and the KV cache need about each memory frame: kind, whether compressed,
+    index, last latent covered."""
     kind: torch.Tensor            # (Fm,) long: SINK, CMP (a compressed step, or full-context history) or TMP
-    compressed: torch.Tensor      # (Fm,) bool: a compressed step (index = step m) or a full-res latent (index = latent j)
+    # (Fm,) bool: a compressed step (index = step m) or a full-res latent (index = latent j)
+    compressed: torch.Tensor
     index: torch.Tensor           # (Fm,) long
     last: torch.Tensor            # (Fm,) long: the last history latent the frame covers
 
@@ -161,60 +190,75 @@ def frame_grid(t: float, n: int, step: float = 1., off: float = 0.):
     return torch.stack(torch.meshgrid(torch.tensor([float(t)]), ar, ar, indexing='ij'), -1).reshape(-1, 3)
 
 def step_grid(mc: MemoryConfig, m: int, g: int):
-    "Positions of compressed step m's g×g tokens: the mean time of its l latents, the centres of the s×s clip tokens each covers."
+    """Positions of compressed step m's g×g tokens: the mean time of its l latents, the centres of the s×s
+    clip tokens each covers."""
     return frame_grid(mc.l*m - (mc.l - 1)/2, g, mc.s, (mc.s - 1)/2)
 
 # %% ../nbs/06_compressor.ipynb #181144a1
-def make_memory(compressor: HistoryCompressor, dit, z, z_lr, e, layout: MemoryLayout = None, offset=None) -> Memory:
-    """Eq. 4: m_<t for a clip starting at t = z.shape[1]. z (B, t, C, H, W) history latents; z_lr (B, ≥ 1 + (t−1)/l, C, H/s, W/s)
-    their low-res latents; e (B, t, d_action) their action embeddings; `offset` (B, t, 2), for a `camera_rope` model, their camera
-    offsets since the stream's start (a compressed step takes its latents' mean). Returns [x_sink ; x_cmp ; x_tmp] as `Memory`."""
+def make_memory(compressor: HistoryCompressor, dit, z, z_lr, e, layout: MemoryLayout = None,
+                offset=None) -> Memory:
+    """Eq. 4: m_<t for a clip starting at t = z.shape[1]. z (B, t, C, H, W) history latents; z_lr
+    (B, ≥ 1 + (t−1)/l, C, H/s, W/s) their low-res latents; e (B, t, d_action) their action embeddings;
+    `offset` (B, t, 2), for a `camera_rope` model, their camera offsets since the stream's start (a compressed
+    step takes its latents' mean). Returns [x_sink ; x_cmp ; x_tmp] as `Memory`."""
     mc, p = compressor.mc, dit.c.patch
     B, t, C, H, W = z.shape
     side, g = H//p, H//(mc.s*p)
     lay = layout or memory_layout(mc, t)
-    frames = []                                                         # (tokens (B, n, D), e (B, d), kind, compressed, index, last, pos)
-    off = (lambda a, b: None) if offset is None else (lambda a, b: offset[:, a:b].mean(1))                 # (B, 2) of latents a … b−1
-    full = lambda j, kind: (dit.tokens(z[:, j:j + 1]), e[:, j], kind, False, j, j, frame_grid(j, side), off(j, j + 1))
+    # (tokens (B, n, D), e (B, d), kind, compressed, index, last, pos)
+    frames = []
+    # (B, 2) of latents a … b−1
+    off = (lambda a, b: None) if offset is None else (lambda a, b: offset[:, a:b].mean(1))
+    full = lambda j, kind: (dit.tokens(z[:, j:j + 1]), e[:, j], kind, False, j, j, frame_grid(j, side),
+                            off(j, j + 1))
     frames += [full(j, SINK) for j in lay.sink]
     frames += [full(j, CMP) for j in lay.full if j < lay.tmp_start]     # full-context history
-    if len(lay.steps):                                                  # from `reach` steps back: the causal convs read that far
+    # from `reach` steps back: the causal convs read that far
+    if len(lay.steps):
         a = max(1, lay.steps.start - compressor.reach)
-        x_cmp = compressor(z[:, mc.l*(a - 1) + 1:mc.l*(lay.steps.stop - 1) + 1], z_lr[:, a:lay.steps.stop], dit.patchify)[:, lay.steps.start - a:]
+        x_cmp = compressor(z[:, mc.l*(a - 1) + 1:mc.l*(lay.steps.stop - 1) + 1], z_lr[:, a:lay.steps.stop],
+                           dit.patchify)[:, lay.steps.start - a:]
         for i, m in enumerate(lay.steps):
             lat = range(mc.l*(m - 1) + 1, mc.l*m + 1)
-            frames.append((x_cmp[:, i], e[:, lat.start:lat.stop].mean(1), CMP, True, m, lat.stop - 1, step_grid(mc, m, g),
-                           off(lat.start, lat.stop)))
+            frames.append((x_cmp[:, i], e[:, lat.start:lat.stop].mean(1), CMP, True, m, lat.stop - 1,
+                           step_grid(mc, m, g), off(lat.start, lat.stop)))
     frames += [full(j, TMP) for j in lay.full if j >= lay.tmp_start]
     if not frames:
         i0 = torch.zeros(0, dtype=torch.long, device=z.device)
-        return Memory(z.new_zeros(B, 0, dit.c.d_model), e.new_zeros(B, 0, e.shape[-1]), i0, z.new_zeros(0, 3), i0, i0.bool(), i0, i0,
-                      offset=None if offset is None else z.new_zeros(B, 0, 2))
+        return Memory(z.new_zeros(B, 0, dit.c.d_model), e.new_zeros(B, 0, e.shape[-1]), i0, z.new_zeros(0, 3),
+                      i0, i0.bool(), i0, i0, offset=None if offset is None else z.new_zeros(B, 0, 2))
     h, es, kind, comp, index, last, pos, offs = zip(*frames)
     slot = torch.cat([torch.full((x.shape[1],), i, dtype=torch.long) for i, x in enumerate(h)]).to(z.device)
     tl = lambda v, **k: torch.tensor(v, device=z.device, **k)
-    return Memory(torch.cat(h, 1), torch.stack(es, 1), slot, torch.cat(pos).to(z.device), tl(kind), tl(comp, dtype=torch.bool), tl(index), tl(last),
+    return Memory(torch.cat(h, 1), torch.stack(es, 1), slot, torch.cat(pos).to(z.device), tl(kind),
+                  tl(comp, dtype=torch.bool), tl(index), tl(last),
                   offset=None if offset is None else torch.stack(offs, 1))
 
 # %% ../nbs/06_compressor.ipynb #0e5ac475
 class RetrievalDecoder(nn.Module):
-    "TinyHistory stage 1's probe: queries at a past latent's positions read it back out of x_cmp through a few RoPE attention layers."
+    """TinyHistory stage 1's probe: queries at a past latent's positions read it back out of x_cmp through a
+    few RoPE attention layers."""
     def __init__(self, mc: MemoryConfig, dc: DiTConfig, layers: int = 2):
         super().__init__()
         self.mc, self.dc, d = mc, dc, dc.d_model
         self.query = nn.Parameter(torch.randn(d)*.02)
         self.norms = nn.ModuleList(nn.LayerNorm(d) for _ in range(2*layers))
         self.attns = nn.ModuleList(Attention(d, dc.heads) for _ in range(layers))
-        self.mlps = nn.ModuleList(nn.Sequential(nn.Linear(d, 4*d), nn.GELU(approximate='tanh'), nn.Linear(4*d, d)) for _ in range(layers))
+        self.mlps = nn.ModuleList(nn.Sequential(nn.Linear(d, 4*d), nn.GELU(approximate='tanh'),
+                                                nn.Linear(4*d, d)) for _ in range(layers))
         self.head = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, dc.z_ch*dc.patch**2))
 
     def forward(self, x_cmp, steps, j, side: int):
-        "x_cmp (B, K, G, D) of compressed steps `steps`; j (B,) the latents to rebuild, side = H/patch -> latents (B, C, H, W)."
+        """x_cmp (B, K, G, D) of compressed steps `steps`; j (B,) the latents to rebuild, side = H/patch
+        -> latents (B, C, H, W)."""
         from worldplay2.dit import rope_angles
         B, K, G, D = x_cmp.shape
-        pos_c = torch.cat([step_grid(self.mc, m, int(math.isqrt(G))) for m in steps]).to(x_cmp.device)   # (K·G, 3)
-        pos_q = torch.stack([frame_grid(float(jj), side) for jj in j.tolist()]).to(x_cmp.device)          # (B, S, 3)
-        ang = rope_angles(torch.cat([pos_c.expand(B, -1, -1), pos_q], 1), self.dc.rope_split)[:, None]   # (B, 1, N, Dh/2)
+        # (K·G, 3)
+        pos_c = torch.cat([step_grid(self.mc, m, int(math.isqrt(G))) for m in steps]).to(x_cmp.device)
+        # (B, S, 3)
+        pos_q = torch.stack([frame_grid(float(jj), side) for jj in j.tolist()]).to(x_cmp.device)
+        # (B, 1, N, Dh/2)
+        ang = rope_angles(torch.cat([pos_c.expand(B, -1, -1), pos_q], 1), self.dc.rope_split)[:, None]
         h = torch.cat([rearrange(x_cmp, 'b k g d -> b (k g) d'), self.query.expand(B, side*side, D)], 1)
         for i, (attn, mlp) in enumerate(zip(self.attns, self.mlps)):
             h = h + attn(self.norms[2*i](h), ang=ang)
@@ -224,30 +268,39 @@ class RetrievalDecoder(nn.Module):
 
 # %% ../nbs/06_compressor.ipynb #7efa53e5
 class HistoryWindows(torch.utils.data.Dataset):
-    "The first `n` latents (and their low-res latents) of every encoded episode that has that many: TinyHistory stage 1's data."
+    """The first `n` latents (and their low-res latents) of every encoded episode that has that many:
+    TinyHistory stage 1's data."""
     def __init__(self, paths, n: int, l: int = 2):
         if (n - 1) % l: raise ValueError(f"a window of {n} latents is not 1 + l·K with l = {l}")
         data = [np.load(Path(p)/'latents.npz') for p in paths]
-        if data and 'z_lr' not in data[0]: raise ValueError(f"{paths[0]} has no low-res latents: encode again (encode_latents adds them)")
+        if data and 'z_lr' not in data[0]:
+            raise ValueError(f"{paths[0]} has no low-res latents: encode again (encode_latents adds them)")
         self.items = [(d['z'][:n], d['z_lr'][:1 + (n - 1)//l]) for d in data if len(d['z']) >= n]
-        if not self.items: raise ValueError(f"no episode has {n} latents: use shorter windows or longer episodes")
+        if not self.items:
+            raise ValueError(f"no episode has {n} latents: use shorter windows or longer episodes")
 
     def __len__(self): return len(self.items)
-    def __getitem__(self, i): return dict(z=torch.from_numpy(self.items[i][0].astype(np.float32)), z_lr=torch.from_numpy(self.items[i][1].astype(np.float32)))
+    def __getitem__(self, i):
+        return dict(z=torch.from_numpy(self.items[i][0].astype(np.float32)),
+                    z_lr=torch.from_numpy(self.items[i][1].astype(np.float32)))
 
-def retrieval_loss(compressor: HistoryCompressor, decoder: RetrievalDecoder, patchify, z, z_lr, K: int = None, j=None, generator=None):
-    "Stage-1 loss: compress steps 1…K of z (B, 1 + l·K_max, C, H, W), rebuild latent j (B,) in 1…l·K from x_cmp; MSE (and the prediction)."
+def retrieval_loss(compressor: HistoryCompressor, decoder: RetrievalDecoder, patchify, z, z_lr, K: int = None,
+                   j=None, generator=None):
+    """Stage-1 loss: compress steps 1…K of z (B, 1 + l·K_max, C, H, W), rebuild latent j (B,) in 1…l·K from
+    x_cmp; MSE (and the prediction)."""
     l, B, Kmax = compressor.mc.l, z.shape[0], z_lr.shape[1] - 1
     K = K or int(torch.randint(1, Kmax + 1, (1,), generator=generator))
     j = j if j is not None else torch.randint(1, l*K + 1, (B,), generator=generator)
-    pred = decoder(compressor(z[:, 1:1 + l*K], z_lr[:, 1:1 + K], patchify), range(1, K + 1), j, z.shape[-1]//compressor.dc.patch)
+    pred = decoder(compressor(z[:, 1:1 + l*K], z_lr[:, 1:1 + K], patchify), range(1, K + 1), j,
+                   z.shape[-1]//compressor.dc.patch)
     return F.mse_loss(pred, z[torch.arange(B), j.to(z.device)]), pred
 
 # %% ../nbs/06_compressor.ipynb #0e2b9832
 class LitRetrieval(L.LightningModule):
-    "TinyHistory stage 1 with Lightning: trains the compressor and its probe decoder; the borrowed patchifier stays frozen."
-    def __init__(self, compressor: HistoryCompressor, decoder: RetrievalDecoder, patchify: nn.Linear, lr: float = 1e-3, max_steps: int = None,
-                 warmup: int = 100):
+    """TinyHistory stage 1 with Lightning: trains the compressor and its probe decoder; the borrowed
+    patchifier stays frozen."""
+    def __init__(self, compressor: HistoryCompressor, decoder: RetrievalDecoder, patchify: nn.Linear,
+                 lr: float = 1e-3, max_steps: int = None, warmup: int = 100):
         super().__init__()
         self.compressor, self.decoder, self.patchify = compressor, decoder, patchify.requires_grad_(False)
         self.lr, self.max_steps, self.warmup = lr, max_steps, warmup
@@ -257,38 +310,48 @@ class LitRetrieval(L.LightningModule):
         self.log('train/loss', loss, prog_bar=True); return loss
 
     def validation_step(self, b, i):
-        g = torch.Generator().manual_seed(i)                                   # the same steps and targets at every validation
-        self.log('val/loss', retrieval_loss(self.compressor, self.decoder, self.patchify, b['z'], b['z_lr'], generator=g)[0])
+        # the same steps and targets at every validation
+        g = torch.Generator().manual_seed(i)
+        self.log('val/loss', retrieval_loss(self.compressor, self.decoder, self.patchify, b['z'], b['z_lr'],
+                                            generator=g)[0])
 
     def configure_optimizers(self):
         from worldplay2.train import warmup_cosine
-        opt = torch.optim.AdamW([p for p in self.parameters() if p.requires_grad], lr=self.lr, weight_decay=0.01)
+        opt = torch.optim.AdamW([p for p in self.parameters() if p.requires_grad], lr=self.lr,
+                                weight_decay=0.01)
         return warmup_cosine(opt, self.warmup, self.max_steps or 10_000)
 
 # %% ../nbs/06_compressor.ipynb #d6b4bd58
-COMPRESSOR_TRAIN = dict(tiny=dict(max_steps=200, batch_size=8, lr=1e-3, window=9), small=dict(max_steps=2000, batch_size=8, lr=1e-3, window=39),
+COMPRESSOR_TRAIN = dict(tiny=dict(max_steps=200, batch_size=8, lr=1e-3, window=9),
+                        small=dict(max_steps=2000, batch_size=8, lr=1e-3, window=39),
                         base=dict(max_steps=50_000, batch_size=16, lr=3e-4, window=65))
 
-def save_compressor(compressor: HistoryCompressor, decoder: RetrievalDecoder, patchify: nn.Module, path, dtype=torch.float32):
-    "Write the compressor, its stage-1 probe and the patchifier it was trained with to the folder `path` (config.json + model.safetensors)."
+def save_compressor(compressor: HistoryCompressor, decoder: RetrievalDecoder, patchify: nn.Module, path,
+                    dtype=torch.float32):
+    """Write the compressor, its stage-1 probe and the patchifier it was trained with to the folder `path`
+    (config.json + model.safetensors)."""
     from worldplay2.vae import save_weights
-    cfg = dict(model='HistoryCompressor', memory=asdict(compressor.mc), dit=asdict(compressor.dc), probe_layers=len(decoder.attns))
-    return save_weights(nn.ModuleDict(dict(compressor=compressor, decoder=decoder, patchify=patchify)), path, cfg, dtype)
+    cfg = dict(model='HistoryCompressor', memory=asdict(compressor.mc), dit=asdict(compressor.dc),
+               probe_layers=len(decoder.attns))
+    return save_weights(nn.ModuleDict(dict(compressor=compressor, decoder=decoder, patchify=patchify)),
+                        path, cfg, dtype)
 
 def load_compressor(path):
     "(compressor, probe decoder, patchifier) from a folder written by `save_compressor`, float32, eval mode."
-    from worldplay2.vae import load_weights
-    cfg, sd = load_weights(path, 'HistoryCompressor')
-    mc, dc = MemoryConfig(**cfg['memory']), DiTConfig(**cfg['dit'])
-    parts = nn.ModuleDict(dict(compressor=HistoryCompressor(mc, dc), decoder=RetrievalDecoder(mc, dc, cfg['probe_layers']),
-                               patchify=make_patchify(dc)))
-    parts.load_state_dict(sd)
+    from worldplay2.vae import load_net
+    def build(cfg):
+        mc, dc = MemoryConfig(**cfg['memory']), DiTConfig(**cfg['dit'])
+        return nn.ModuleDict(dict(compressor=HistoryCompressor(mc, dc), decoder=RetrievalDecoder(mc, dc, cfg['probe_layers']),
+                                  patchify=make_patchify(dc)))
+    parts = load_net(path, 'HistoryCompressor', build)
+    for m in parts.values(): m.checkpoint = str(path)                          # named by errors about their outputs
     return tuple(parts[k].eval() for k in ('compressor', 'decoder', 'patchify'))
 
 @torch.no_grad()
 def retrieval_report(compressor: HistoryCompressor, decoder: RetrievalDecoder, patchify, windows) -> dict:
-    """Mean squared error of rebuilding every compressed latent of each window (all K_max steps) from x_cmp, beside two baselines
-    that see no compressed tokens: the mean latent (0 after normalisation) and the stream's first latent (the sink)."""
+    """Mean squared error of rebuilding every compressed latent of each window (all K_max steps) from x_cmp,
+    beside two baselines that see no compressed tokens: the mean latent (0 after normalisation) and the
+    stream's first latent (the sink)."""
     l, err = compressor.mc.l, dict(probe=[], mean_latent=[], sink=[])
     for w in windows:
         z, z_lr = w['z'][None], w['z_lr'][None]
@@ -296,16 +359,19 @@ def retrieval_report(compressor: HistoryCompressor, decoder: RetrievalDecoder, p
         j = torch.arange(1, l*K + 1)
         x_cmp = compressor(z[:, 1:1 + l*K], z_lr[:, 1:1 + K], patchify).expand(len(j), -1, -1, -1)
         pred, true = decoder(x_cmp, range(1, K + 1), j, z.shape[-1]//compressor.dc.patch), z[0, j]
-        err['probe'].append(F.mse_loss(pred, true).item()); err['mean_latent'].append(true.pow(2).mean().item())
+        err['probe'].append(F.mse_loss(pred, true).item())
+        err['mean_latent'].append(true.pow(2).mean().item())
         err['sink'].append(F.mse_loss(z[0, :1].expand_as(true), true).item())
     return {k: round(float(np.mean(v)), 4) for k, v in err.items()}
 
-def train_compressor(data, out, model, vae, preset: str = 'small', max_steps: int = None, batch_size: int = None, window: int = None,
-                     memory: MemoryConfig = None, devices=1, strategy='auto', num_workers: int = 0, seed: int = 0, progress: bool = True,
+def train_compressor(data, out, model, vae, preset: str = 'small', max_steps: int = None,
+                     batch_size: int = None, window: int = None, memory: MemoryConfig = None, devices=1,
+                     strategy='auto', num_workers: int = 0, seed: int = 0, progress: bool = True,
                      **trainer_kw) -> dict:
-    """TinyHistory stage 1 (`worldplay2 train compressor`): encode the episodes under `data` with the VAE folder `vae` (adding the
-    low-res latents), take the patchifier of the world model folder `model`, and train the compressor to rebuild past latents from
-    its tokens on windows of `window` latents from each episode's start. Writes out/compressor and out/metrics.json."""
+    """TinyHistory stage 1 (`worldplay2 train compressor`): encode the episodes under `data` with the VAE
+    folder `vae` (adding the low-res latents), take the patchifier of the world model folder `model`, and
+    train the compressor to rebuild past latents from its tokens on windows of `window` latents from each
+    episode's start. Writes out/compressor and out/metrics.json."""
     from worldplay2.train import encode_latents, make_trainer, load_world, check_latent_stats, resume_path
     from worldplay2.vae import load_vae
     from worldplay2.data import split_episodes, write_json_atomic
@@ -318,16 +384,20 @@ def train_compressor(data, out, model, vae, preset: str = 'small', max_steps: in
     train, val = split_episodes(paths)
     tr, va = HistoryWindows(train, n, mc.l), HistoryWindows(val, n, mc.l)
     L.seed_everything(seed, verbose=False)
-    dl = lambda ds, shuffle: torch.utils.data.DataLoader(ds, batch_size=bs, shuffle=shuffle, num_workers=num_workers)
-    lit = LitRetrieval(HistoryCompressor(mc, world.config.dit), RetrievalDecoder(mc, world.config.dit), world.dit.patchify, hp['lr'], steps)
+    dl = lambda ds, shuffle: torch.utils.data.DataLoader(ds, batch_size=bs, shuffle=shuffle,
+                                                         num_workers=num_workers)
+    lit = LitRetrieval(HistoryCompressor(mc, world.config.dit), RetrievalDecoder(mc, world.config.dit),
+                       world.dit.patchify, hp['lr'], steps)
     trainer = make_trainer(out, steps, devices, strategy, progress=progress, **trainer_kw)
     t0 = time.time()
     trainer.fit(lit, dl(tr, True), dl(va, False), ckpt_path=resume_path(out))
     if trainer.global_rank != 0: return {}
     save_compressor(lit.compressor, lit.decoder, lit.patchify, out/'compressor')
     lit.eval()
-    metrics = dict(stage='compressor-retrieval', preset=preset, steps=int(trainer.global_step), batch_size=bs, window=n, episodes=len(paths),
-                   model=str(model), memory=asdict(mc), val_mse=retrieval_report(lit.compressor, lit.decoder, lit.patchify, va),
-                   wall_s_this_run=round(time.time() - t0, 1), params=sum(p.numel() for p in lit.compressor.parameters()))
+    metrics = dict(stage='compressor-retrieval', preset=preset, steps=int(trainer.global_step), batch_size=bs,
+                   window=n, episodes=len(paths), model=str(model), memory=asdict(mc),
+                   val_mse=retrieval_report(lit.compressor, lit.decoder, lit.patchify, va),
+                   wall_s_this_run=round(time.time() - t0, 1),
+                   params=sum(p.numel() for p in lit.compressor.parameters()))
     write_json_atomic(out/'metrics.json', metrics)
     return metrics

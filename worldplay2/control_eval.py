@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['TURNING', 'ALIKE_PSNR', 'MOTIONS', 'psnr', 'grad_mag', 'sharpness', 'true_render', 'judge_clip', 'eval_control',
-           'eval_motions', 'model_generator', 'best_for_control', 'denoise_psnr']
+           'eval_motions', 'script_psnr', 'model_generator', 'best_for_control', 'denoise_psnr']
 
 # %% ../nbs/05a_control_eval.ipynb #165e8fa4
 import json, math
@@ -118,6 +118,24 @@ def eval_motions(generate, episodes, clip: int = 17, res: int = None, max_starts
                 **{k: dict(action_accuracy=acc(rs), psnr_gt=m(rs, 'psnr_gt'), psnr_gt_vs_mirrored_gt=m(rs, 'psnr_gt_vs_mirrored_gt'),
                                 psnr_gen_vs_mirrored_gen=m(rs, 'psnr_gen_vs_mirrored_gen'), clips=len(rs))
                    for k, rs in recs.items()})
+
+# %% ../nbs/05a_control_eval.ipynb #e9a3d98b
+def script_psnr(generate, worlds: dict, actions, res: int, chunk: int = 8, from_chunk: int = 0) -> dict:
+    """`generate` (see `eval_control`) playing per-frame `actions` (T, 6), the first frame's first, from the first-person start
+    view of each of `worlds` ({name: World}) in one clip, against the world's true render: per world `psnr_by_chunk` (dB, each
+    `chunk` frames after the first) and their mean from chunk `from_chunk` on; over the worlds `psnr` and `sharpness`."""
+    rows, gens, trues = {}, [], []
+    for name, world in worlds.items():
+        start = world.start_state(1).pose
+        first = world.render(start[None], [0.0], res)[0][0]
+        true = np.concatenate([first[None], true_render(world, start, actions[1:], 1/FPS, res)])      # (T, res, res, 3)
+        gen = generate(first, actions, dict(scene=world.scene.caption, character='', event='No event.'))
+        by = [psnr(gen[1 + i*chunk:1 + (i + 1)*chunk], true[1 + i*chunk:1 + (i + 1)*chunk]) for i in range((len(true) - 1)//chunk)]
+        if from_chunk >= len(by): raise ValueError(f"the clip has {len(by)} chunks of {chunk} frames: from_chunk must be below that")
+        rows[str(name)] = dict(psnr_by_chunk=[round(x, 2) for x in by], psnr=round(float(np.mean(by[from_chunk:])), 2))
+        gens.append(gen[1 + from_chunk*chunk:]); trues.append(true[1 + from_chunk*chunk:])
+    return dict(psnr=round(float(np.mean([r['psnr'] for r in rows.values()])), 2),
+                sharpness=sharpness(np.concatenate(gens), np.concatenate(trues)), chunk=chunk, from_chunk=from_chunk, worlds=rows)
 
 # %% ../nbs/05a_control_eval.ipynb #62198bac
 def model_generator(model, vae, steps: int = 30, cfg: float = 1.0, seed: int = 0, guide: str = 'caption', cfg_above: float = 0.0):

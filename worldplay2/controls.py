@@ -28,22 +28,27 @@ class ControlConfig:
     max_words: int = 48         # per field
     structured: bool = True     # False: one flat caption (Tab. 6 ablation)
     t_factor: int = 4           # video frames per latent (the VAE's)
-    travel: bool = False        # also embed the walk and turn commanded since the clip's first latent (`camera_travel`)
+    # also embed the walk and turn commanded since the clip's first latent (`camera_travel`)
+    travel: bool = False
 
     def __post_init__(self):
-        check_fields(self, d_action='[1, inf)', d_text='[1, inf)', vocab='[1, inf)', text_layers='[0, inf)', text_heads='[1, inf)',
-                     max_words='[1, inf)', t_factor='[1, inf)')
-        if self.d_text % self.text_heads: raise ValueError(f"ControlConfig.text_heads: expected a divisor of d_text = {self.d_text}, got {self.text_heads}")
+        check_fields(self, d_action='[1, inf)', d_text='[1, inf)', vocab='[1, inf)', text_layers='[0, inf)',
+                     text_heads='[1, inf)', max_words='[1, inf)', t_factor='[1, inf)')
+        if self.d_text % self.text_heads:
+            raise ValueError(f"ControlConfig.text_heads: expected a divisor of d_text = {self.d_text}, "
+                             f"got {self.text_heads}")
 
 def latent_groups(T: int, t_factor: int = 4):
     "Frame index ranges of each latent for a T-frame clip: the first latent holds frame 0 alone."
     if (T - 1) % t_factor: raise ValueError(f"{T} frames do not make whole latents: need 1 + {t_factor}k")
     return [(0, 1)] + [(1 + t_factor*j, 1 + t_factor*(j + 1)) for j in range((T - 1)//t_factor)]
 
-T_FACTOR = ControlConfig.t_factor   # video frames per latent (the VAE's temporal factor): streams, chunks and clips count in it
+# video frames per latent (the VAE's temporal factor): streams, chunks and clips count in it
+T_FACTOR = ControlConfig.t_factor
 
 def frames_of(latents: int, t_factor: int = ControlConfig.t_factor) -> int:
-    "Frames (and frame-rate actions) that `latents` latents cover: one for the first latent, `t_factor` for each later one."
+    """Frames (and frame-rate actions) that `latents` latents cover: one for the first latent, `t_factor` for
+    each later one."""
     return 1 + t_factor*(latents - 1)
 
 def frame_spans(T: int, n: int) -> list:
@@ -52,22 +57,27 @@ def frame_spans(T: int, n: int) -> list:
 
 # %% ../nbs/03_controls.ipynb #4954607d
 def latent_mean(x, t_factor: int):
-    "Per-frame values (B, T, d) averaged per latent: T = 1 + 4k (a stream's start, the first latent alone) gives 1 + k; T = 4k gives k."
+    """Per-frame values (B, T, d) averaged per latent: T = 1 + 4k (a stream's start, the first latent alone)
+    gives 1 + k; T = 4k gives k."""
     T = x.shape[1]
-    if T % t_factor not in (0, 1): raise ValueError(f"{T} frames do not make whole latents: need 1 + {t_factor}k or {t_factor}k")
+    if T % t_factor not in (0, 1):
+        raise ValueError(f"{T} frames do not make whole latents: need 1 + {t_factor}k or {t_factor}k")
     k = T % t_factor
     rest = rearrange(x[:, k:], 'b (n f) d -> b n f d', f=t_factor).mean(2)
     return torch.cat([x[:, :1], rest], 1) if k else rest
 
 class ActionEncoder(nn.Module):
-    "Eq. 1: `E(pitch, yaw)` + embeddings of forward, lateral, perspective, jump; per frame, then averaged per latent."
+    """Eq. 1: `E(pitch, yaw)` + embeddings of forward, lateral, perspective, jump; per frame, then averaged
+    per latent."""
     def __init__(self, c: ControlConfig):
         super().__init__()
         d, self.t_factor = c.d_action, c.t_factor
         self.E = nn.Sequential(nn.Linear(2, d), nn.SiLU(), nn.Linear(d, d))
-        self.fwd, self.lat, self.persp, self.jump = nn.Embedding(3, d), nn.Embedding(3, d), nn.Embedding(2, d), nn.Embedding(2, d)
+        self.fwd, self.lat, self.persp, self.jump = (nn.Embedding(3, d), nn.Embedding(3, d),
+                                                     nn.Embedding(2, d), nn.Embedding(2, d))
         self.travel = nn.Sequential(nn.Linear(4, d), nn.SiLU(), nn.Linear(d, d)) if c.travel else None
-        if c.travel: nn.init.zeros_(self.travel[-1].weight); nn.init.zeros_(self.travel[-1].bias)     # zero: adds nothing at first
+        # zero: adds nothing at first
+        if c.travel: nn.init.zeros_(self.travel[-1].weight); nn.init.zeros_(self.travel[-1].bias)
 
     def frames(self, a):
         "Per-frame embeddings: actions (B, T, 6) -> (B, T, d)."
@@ -76,23 +86,27 @@ class ActionEncoder(nn.Module):
         return self.E(rot) + self.fwd(i(2, 1)) + self.lat(i(3, 1)) + self.persp(i(4)) + self.jump(i(5))
 
     def forward(self, a):
-        "Actions (B, T, 6) -> one embedding per latent: T = 1 + 4k at a stream's start (first latent alone) gives 1 + k; T = 4k (later) gives k."
+        """Actions (B, T, 6) -> one embedding per latent: T = 1 + 4k at a stream's start (first latent alone)
+        gives 1 + k; T = 4k (later) gives k."""
         return latent_mean(self.frames(a), self.t_factor)
 
     def travelled(self, a):
-        "With `ControlConfig.travel`, per latent (B, n, d) the embedding of `camera_travel(a)`: a whole clip's, from its first latent."
+        """With `ControlConfig.travel`, per latent (B, n, d) the embedding of `camera_travel(a)`: a whole
+        clip's, from its first latent."""
         return self.travel(camera_travel(a, self.t_factor))
 
 # %% ../nbs/03_controls.ipynb #895787ac
 def mirror_actions(actions):
-    "The opposite commands of actions (..., 6): pitch, yaw, forward and lateral negated, perspective and jump kept (a tensor stays a tensor)."
+    """The opposite commands of actions (..., 6): pitch, yaw, forward and lateral negated, perspective and
+    jump kept (a tensor stays a tensor)."""
     a = actions.clone() if torch.is_tensor(actions) else np.array(actions, np.float64, copy=True)
     a[..., :4] *= -1
     return a + 0.0
 
 # %% ../nbs/03_controls.ipynb #18baf493
 def still_actions(actions):
-    "Actions (..., 6) with every motion zeroed (pitch, yaw, forward, lateral, jump) and the perspective kept: the null of action guidance."
+    """Actions (..., 6) with every motion zeroed (pitch, yaw, forward, lateral, jump) and the perspective
+    kept: the null of action guidance."""
     a = actions.clone() if torch.is_tensor(actions) else np.array(actions, np.float64, copy=True)
     a[..., [0, 1, 2, 3, 5]] = 0
     return a + 0.0
@@ -103,7 +117,8 @@ def guide(v_cond, v_null, w: float):
 
 # %% ../nbs/03_controls.ipynb #99880813
 class ActionInjection(nn.Module):
-    "Eq. 2: `h <- h + F([LN(h) ⊕ e_t])`, e_t broadcast over the S spatial tokens of its latent frame; F's last layer starts at zero."
+    """Eq. 2: `h <- h + F([LN(h) ⊕ e_t])`, e_t broadcast over the S spatial tokens of its latent frame; F's
+    last layer starts at zero."""
     def __init__(self, d_model: int, d_action: int):
         super().__init__()
         self.norm = nn.LayerNorm(d_model, elementwise_affine=False, eps=1e-6)
@@ -111,42 +126,55 @@ class ActionInjection(nn.Module):
         nn.init.zeros_(self.F[-1].weight); nn.init.zeros_(self.F[-1].bias)
 
     def forward(self, h, e, slot):
-        "h (B, N, D); e (B, n, d_action); slot: S (tokens frame by frame, S per frame) or each token's frame index (N,)."
+        """h (B, N, D); e (B, n, d_action); slot: S (tokens frame by frame, S per frame) or each token's frame
+        index (N,)."""
         e = repeat(e, 'b n d -> b (n s) d', s=slot) if isinstance(slot, int) else e[:, slot]
         return h + self.F(torch.cat([self.norm(h), e], -1))
 
 # %% ../nbs/03_controls.ipynb #e6b03b67
 def camera_offsets(actions, t_factor: int, side: int, fov: float = FOV, turned=None):
-    """Per latent (B, n, 2) `(dy, dx)` shifts, in tokens of a `side`×`side` grid spanning `fov` degrees, of the view after the
-    rotation accumulated since the clip's first latent: actions (B, T, 6) with T = 1 + 4k (a stream's start) or 4k (later).
-    With `turned` (B, 2), the (pitch, yaw) degrees commanded before the clip's first action frame, the rotation counts from the
-    stream's start instead (`turned_before`): what memory frames and a KV cache, which outlive a clip, need."""
-    per_deg = (side/2)/math.tan(math.radians(fov)/2)*math.pi/180             # tokens per degree at the centre of the view
-    cum = actions[..., :2].float().cumsum(1)                                  # (B, T, 2): pitch, yaw after each frame
-    lat = latent_mean(cum if turned is None else cum + turned[:, None].to(cum), t_factor)   # (B, n, 2): by each latent's middle
+    """Per latent (B, n, 2) `(dy, dx)` shifts, in tokens of a `side`×`side` grid spanning `fov` degrees, of
+    the view after the rotation accumulated since the clip's first latent: actions (B, T, 6) with T = 1 + 4k
+    (a stream's start) or 4k (later). With `turned` (B, 2), the (pitch, yaw) degrees commanded before the
+    clip's first action frame, the rotation counts from the stream's start instead (`turned_before`): what
+    memory frames and a KV cache, which outlive a clip, need."""
+    # tokens per degree at the centre of the view
+    per_deg = (side/2)/math.tan(math.radians(fov)/2)*math.pi/180
+    # (B, T, 2): pitch, yaw after each frame
+    cum = actions[..., :2].float().cumsum(1)
+    # (B, n, 2): by each latent's middle
+    lat = latent_mean(cum if turned is None else cum + turned[:, None].to(cum), t_factor)
     if turned is None: lat = lat - lat[:, :1]
-    return torch.stack([-lat[..., 0], lat[..., 1]], -1)*per_deg              # looking up moves the view down the image
+    # looking up moves the view down the image
+    return torch.stack([-lat[..., 0], lat[..., 1]], -1)*per_deg
 
 def turned_before(actions, t: int):
-    "(B, 2) pitch and yaw degrees commanded before latent t of a stream whose actions (B, ≥ 1 + 4(t−1), 6) start at its first frame."
+    """(B, 2) pitch and yaw degrees commanded before latent t of a stream whose actions (B, ≥ 1 + 4(t−1), 6)
+    start at its first frame."""
     return actions[:, :frames_of(t), :2].float().sum(1)
 
 
 # %% ../nbs/03_controls.ipynb #10733dac
 def camera_travel(actions, t_factor: int):
-    """Per latent (B, n, 4): the (forward, lateral) walk and the (pitch, yaw) turn commanded since the clip's first latent, in that
-    latent's heading, in seconds of walking and turning; actions (B, T, 6) with T = 1 + 4k (a stream's start) or 4k (later)."""
+    """Per latent (B, n, 4): the (forward, lateral) walk and the (pitch, yaw) turn commanded since the clip's
+    first latent, in that latent's heading, in seconds of walking and turning; actions (B, T, 6) with
+    T = 1 + 4k (a stream's start) or 4k (later)."""
     a = actions.float()
-    turn = a[..., :2].cumsum(1)                                                 # (B, T, 2): pitch, yaw after each frame
-    mid = torch.deg2rad(turn[..., 1] - a[..., 1]/2)                            # each step's heading, halfway through its turn
+    # (B, T, 2): pitch, yaw after each frame
+    turn = a[..., :2].cumsum(1)
+    # each step's heading, halfway through its turn
+    mid = torch.deg2rad(turn[..., 1] - a[..., 1]/2)
     f, l = a[..., 2], a[..., 3]
-    norm = torch.hypot(f, l).clamp_min(1.0)                                     # a diagonal step is as long as a straight one
-    pos = (torch.stack([f*mid.cos() - l*mid.sin(), f*mid.sin() + l*mid.cos()], -1)*(MOVE_SPEED/norm[..., None])).cumsum(1)
+    # a diagonal step is as long as a straight one
+    norm = torch.hypot(f, l).clamp_min(1.0)
+    pos = (torch.stack([f*mid.cos() - l*mid.sin(), f*mid.sin() + l*mid.cos()], -1)
+           *(MOVE_SPEED/norm[..., None])).cumsum(1)
     lat = latent_mean(torch.cat([pos, turn], -1), t_factor)
     d = lat - lat[:, :1]
     h0 = torch.deg2rad(lat[:, :1, 3])                                           # the first latent's heading
     fwd, side = d[..., 0]*h0.cos() + d[..., 1]*h0.sin(), d[..., 1]*h0.cos() - d[..., 0]*h0.sin()
-    return torch.stack([fwd/(MOVE_SPEED*FPS), side/(MOVE_SPEED*FPS), d[..., 2]/(TURN_RATE*FPS), d[..., 3]/(TURN_RATE*FPS)], -1)
+    return torch.stack([fwd/(MOVE_SPEED*FPS), side/(MOVE_SPEED*FPS), d[..., 2]/(TURN_RATE*FPS),
+                        d[..., 3]/(TURN_RATE*FPS)], -1)
 
 
 # %% ../nbs/03_controls.ipynb #00202f1b
@@ -160,17 +188,21 @@ def hash_tokens(text: str, vocab: int, max_words: int):
 
 def flat_caption(scene, character, event):
     "The paper's template sentence: one undivided caption (the flat variant)."
-    return f"The scene in the video is: {scene} The character is: {character or 'none'}. The event is: {event}"
+    return (f"The scene in the video is: {scene} The character is: {character or 'none'}. "
+            f"The event is: {event}")
 
 # %% ../nbs/03_controls.ipynb #b34d84b6
 class TextEncoder(nn.Module):
-    "Hashed-word caption encoder trained with the model: per-field transformer, field identity kept by a learned embedding."
+    """Hashed-word caption encoder trained with the model: per-field transformer, field identity kept by a
+    learned embedding."""
     def __init__(self, c: ControlConfig):
         super().__init__()
         self.c = c
-        self.tok, self.pos = nn.Embedding(c.vocab, c.d_text, padding_idx=0), nn.Parameter(torch.zeros(c.max_words*3, c.d_text))
+        self.tok, self.pos = (nn.Embedding(c.vocab, c.d_text, padding_idx=0),
+                              nn.Parameter(torch.zeros(c.max_words*3, c.d_text)))
         self.field = nn.Embedding(len(FIELDS), c.d_text)
-        layer = nn.TransformerEncoderLayer(c.d_text, c.text_heads, 4*c.d_text, dropout=0.0, batch_first=True, norm_first=True)
+        layer = nn.TransformerEncoderLayer(c.d_text, c.text_heads, 4*c.d_text, dropout=0.0, batch_first=True,
+                                           norm_first=True)
         self.body = nn.TransformerEncoder(layer, c.text_layers, enable_nested_tensor=False)
         self.norm = nn.LayerNorm(c.d_text)
         nn.init.normal_(self.pos, std=.02)
@@ -199,7 +231,8 @@ class TextEncoder(nn.Module):
 
 # %% ../nbs/03_controls.ipynb #2df2f4a2
 class CaptionCache:
-    "Per-field cache of caption encodings for one stream (batch 1): re-encodes a field only when its text changes."
+    """Per-field cache of caption encodings for one stream (batch 1): re-encodes a field only when its text
+    changes."""
     def __init__(self, encoder: TextEncoder):
         self.encoder, self.texts, self.parts, self.encodes = encoder, {}, {}, 0
 
@@ -208,8 +241,11 @@ class CaptionCache:
         "Caption tokens (1, Lt, d_text) and padding mask (1, Lt) for the current fields."
         if not self.encoder.c.structured:
             key = flat_caption(scene, character, event)
-            if self.texts.get(-1) != key: self.texts[-1], self.parts[-1] = key, self.encoder.encode_field([key], -1); self.encodes += 1
+            if self.texts.get(-1) != key:
+                self.texts[-1], self.parts[-1] = key, self.encoder.encode_field([key], -1); self.encodes += 1
             return self.parts[-1]
         for i, t in enumerate((scene, character or '', event)):
-            if self.texts.get(i) != t: self.texts[i], self.parts[i] = t, self.encoder.encode_field([t], i); self.encodes += 1
-        return torch.cat([self.parts[i][0] for i in range(3)], 1), torch.cat([self.parts[i][1] for i in range(3)], 1)
+            if self.texts.get(i) != t:
+                self.texts[i], self.parts[i] = t, self.encoder.encode_field([t], i); self.encodes += 1
+        return (torch.cat([self.parts[i][0] for i in range(3)], 1),
+                torch.cat([self.parts[i][1] for i in range(3)], 1))

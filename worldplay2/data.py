@@ -4,10 +4,10 @@
 
 # %% auto #0
 __all__ = ['FORMAT_VERSION', 'CAPTION_FIELDS', 'MARK', 'TWIN', 'GEN_FIELDS', 'check_caption', 'read_mark', 'check_mark',
-           'atomic_dir', 'write_json_atomic', 'write_episode', 'write_mp4', 'write_recorded', 'load_json',
-           'read_episode', 'episode_seed', 'episode_name', 'read_dataset', 'generate', 'list_episodes', 'samples_dir',
-           'make_samples', 'split_of', 'split_episodes', 'event_at', 'frames_to_tensor', 'tensor_to_frames',
-           'EpisodeDataset', 'WorldDataModule']
+           'atomic_dir', 'write_json_atomic', 'claim_outputs', 'write_bytes_atomic', 'own_outputs', 'write_episode',
+           'write_mp4', 'write_recorded', 'load_json', 'read_episode', 'episode_seed', 'episode_name', 'read_dataset',
+           'generate', 'list_episodes', 'samples_dir', 'make_samples', 'split_of', 'split_episodes', 'event_at',
+           'frames_to_tensor', 'tensor_to_frames', 'EpisodeDataset', 'WorldDataModule']
 
 # %% ../nbs/01_data.ipynb #c33f2dc9
 import csv, hashlib, json, math, os, re, shutil, tempfile, zipfile, zlib
@@ -122,6 +122,48 @@ def write_json_atomic(path, obj):
     except BaseException:
         if os.path.exists(tmp): os.remove(tmp)
         raise
+
+# %% ../nbs/01_data.ipynb #ed156683
+def claim_outputs(folder, names, flag: str = '--out', legacy: dict = None) -> Path:
+    """Check before any work that a command may write the entries `names` (files or folders) into `folder`: each is absent, or was
+    written by worldplay2 (listed in the folder's marker by `own_outputs`), or `legacy[name](path)` recognises it as what an earlier
+    version wrote. Anything else is a ValueError naming every such entry; nothing is written."""
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir(): raise ValueError(f"{flag} {folder} is a file: give the folder to write into")
+    if MARK in names: raise ValueError(f"{flag}: {MARK} is the name of worldplay2's own marker; choose another name")
+    if not folder.exists(): return folder
+    try: m = read_mark(folder) or {}
+    except ValueError as e: raise ValueError(f"{flag} {folder}: {e}; move it away or give another folder") from None
+    ours, legacy = set(m.get('outputs', [])), legacy or {}
+    def foreign(n):
+        p = folder/n
+        if not (p.exists() or p.is_symlink()) or n in ours: return False
+        try: return not (n in legacy and legacy[n](p))
+        except (OSError, ValueError, TypeError): return True
+    if bad := [n for n in names if foreign(n)]:
+        raise ValueError(f"{flag} {folder} holds {', '.join(bad)}, which worldplay2 did not write: move "
+                         f"{'it' if len(bad) == 1 else 'them'} away or give another folder")
+    return folder
+
+def write_bytes_atomic(path, data: bytes):
+    "Write `data` to `path` through a temporary file of a unique name and a rename."
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + '.tmp-', dir=path.parent)
+    try:
+        with os.fdopen(fd, 'wb') as f: f.write(data)
+        _as_created(tmp, 0o666); os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp): os.remove(tmp)
+        raise
+
+def own_outputs(folder, names) -> Path:
+    "Record in `folder`'s marker (made, with the folder, when missing) that worldplay2 writes the entries `names` there."
+    folder = Path(folder); folder.mkdir(parents=True, exist_ok=True)
+    m = read_mark(folder) or dict(written_by='worldplay2', format=FORMAT_VERSION)
+    if not set(names) <= set(m.get('outputs', [])):
+        write_json_atomic(folder/MARK, dict(m, outputs=sorted(set(m.get('outputs', [])) | set(names))))
+    return folder
+
 
 # %% ../nbs/01_data.ipynb #a79365f0
 def _check_frames(frames, where):

@@ -13,7 +13,8 @@ import math
 from dataclasses import dataclass, field, asdict
 import torch, torch.nn as nn, torch.nn.functional as F
 from einops import rearrange, repeat
-from .controls import ControlConfig, ActionEncoder, ActionInjection, TextEncoder, guide, camera_offsets, mirror_actions, frames_of
+from .controls import (ControlConfig, ActionEncoder, ActionInjection, TextEncoder, guide,
+                                 camera_offsets, mirror_actions, frames_of)
 from .vae import VAEConfig, vae_config, check_fields
 
 # %% ../nbs/04_dit.ipynb #487dfdb4
@@ -30,29 +31,45 @@ class DiTConfig:
     shift: float = 3.0            # timestep shift of the flow-matching schedule
     p_uncond: float = 0.1         # caption dropout, for classifier-free guidance
     p_i2v: float = 0.5            # chance that a training clip keeps its first latent clean (image-to-world)
-    p_frame_sigma: float = 0.5    # chance that a training clip draws one noise level per latent instead of one for the whole clip
-    p_high_sigma: float = 0.0     # chance that a training clip's noise level is drawn uniformly from [high_sigma, 1] (action training)
+    # chance that a training clip draws one noise level per latent instead of one for the whole clip
+    p_frame_sigma: float = 0.5
+    # chance that a training clip's noise level is drawn uniformly from [high_sigma, 1] (action training)
+    p_high_sigma: float = 0.0
     high_sigma: float = 0.9
-    pred: str = 'v'               # what the head predicts: 'v' directly; 'x0', turned into v = (x_σ − x0)/max(σ, sigma_floor); or 'skip':
-                                  # x0 = c_skip·x_σ + c_out·head (`skip_scales`), so the clean latent passes around the network at low noise
+    # what the head predicts: 'v' directly; 'x0', turned into v = (x_σ − x0)/max(σ, sigma_floor); or 'skip':
+    # x0 = c_skip·x_σ + c_out·head (`skip_scales`), so the clean latent passes around the network at low noise
+    pred: str = 'v'
     sigma_floor: float = 0.05
-    camera_rope: bool = False     # move each latent's (y, x) rotary positions by the camera turn since the clip's first (notebook 03)
-    camera_heads: int = 0         # with camera_rope: how many heads (the first ones) take the turned positions, 0 = all; the others stay on the screen's grid
-    screen_pos: bool = False      # add a learned embedding of each token's place on the screen (row, column) to the residual stream
-    token_dims: int = 0           # the network sees and predicts the top `token_dims` principal components of each latent patch
-                                  # (`TokenIn`, fitted by `fit_token_basis`); 0: all z_ch·patch² numbers of it
+    # move each latent's (y, x) rotary positions by the camera turn since the clip's first (notebook 03)
+    camera_rope: bool = False
+    # with camera_rope: how many heads (the first ones) take the turned positions, 0 = all; the others stay on
+    # the screen's grid
+    camera_heads: int = 0
+    # add a learned embedding of each token's place on the screen (row, column) to the residual stream
+    screen_pos: bool = False
+    # the network sees and predicts the top `token_dims` principal components of each latent patch (`TokenIn`,
+    # fitted by `fit_token_basis`); 0: all z_ch·patch² numbers of it
+    token_dims: int = 0
 
     def __post_init__(self):
         P, size = '[0, 1]', '[1, inf)'
-        check_fields(self, z_ch=size, latent_res=size, patch=size, d_model=size, depth=size, heads=size, mlp_ratio='(0, inf)',
-                     shift='(0, inf)', p_uncond=P, p_i2v=P, p_frame_sigma=P, p_high_sigma=P, high_sigma=P, sigma_floor='(0, 1]',
-                     camera_heads='[0, inf)', token_dims='[0, inf)')
-        if self.d_model % self.heads: raise ValueError(f"DiTConfig.heads: expected a divisor of d_model = {self.d_model}, got {self.heads}")
-        if self.latent_res % self.patch: raise ValueError(f"DiTConfig.patch: expected a divisor of latent_res = {self.latent_res}, got {self.patch}")
-        if not 0 <= self.camera_heads <= self.heads: raise ValueError(f"camera_heads must be in [0, heads={self.heads}], got {self.camera_heads}")
-        if self.pred not in ('v', 'x0', 'skip'): raise ValueError(f"unknown pred '{self.pred}'; known: v, x0, skip")
+        check_fields(self, z_ch=size, latent_res=size, patch=size, d_model=size, depth=size, heads=size,
+                     mlp_ratio='(0, inf)', shift='(0, inf)', p_uncond=P, p_i2v=P, p_frame_sigma=P,
+                     p_high_sigma=P, high_sigma=P, sigma_floor='(0, 1]', camera_heads='[0, inf)',
+                     token_dims='[0, inf)')
+        if self.d_model % self.heads:
+            raise ValueError(f"DiTConfig.heads: expected a divisor of d_model = {self.d_model}, "
+                             f"got {self.heads}")
+        if self.latent_res % self.patch:
+            raise ValueError(f"DiTConfig.patch: expected a divisor of latent_res = {self.latent_res}, "
+                             f"got {self.patch}")
+        if not 0 <= self.camera_heads <= self.heads:
+            raise ValueError(f"camera_heads must be in [0, heads={self.heads}], got {self.camera_heads}")
+        if self.pred not in ('v', 'x0', 'skip'):
+            raise ValueError(f"unknown pred '{self.pred}'; known: v, x0, skip")
         if not 0 <= self.token_dims <= self.z_ch*self.patch**2:
-            raise ValueError(f"token_dims must be in [0, z_ch·patch² = {self.z_ch*self.patch**2}], got {self.token_dims}")
+            raise ValueError(f"token_dims must be in [0, z_ch·patch² = {self.z_ch*self.patch**2}], "
+                             f"got {self.token_dims}")
 
     @property
     def tokens_per_frame(self): return (self.latent_res//self.patch)**2
@@ -78,14 +95,18 @@ class ModelConfig:
 # %% ../nbs/04_dit.ipynb #d484b6de
 def model_config(preset: str) -> ModelConfig:
     "The named preset: tiny (tests, seconds), small (the CPU model at 128x128), base (GPU sizes)."
-    if preset not in ('tiny', 'small', 'base'): raise ValueError(f"unknown preset '{preset}'; known: tiny, small, base")
+    if preset not in ('tiny', 'small', 'base'):
+        raise ValueError(f"unknown preset '{preset}'; known: tiny, small, base")
     v = vae_config(preset)
     dit = dict(tiny=DiTConfig(z_ch=v.z_ch, latent_res=v.latent_res, patch=1, d_model=64, depth=2, heads=2),
-               small=DiTConfig(z_ch=v.z_ch, latent_res=v.latent_res, patch=4, d_model=256, depth=8, heads=4, pred='x0', shift=10.0),
-               base=DiTConfig(z_ch=v.z_ch, latent_res=v.latent_res, patch=2, d_model=1024, depth=24, heads=16, pred='x0'))[preset]
+               small=DiTConfig(z_ch=v.z_ch, latent_res=v.latent_res, patch=4, d_model=256, depth=8, heads=4,
+                               pred='x0', shift=10.0),
+               base=DiTConfig(z_ch=v.z_ch, latent_res=v.latent_res, patch=2, d_model=1024, depth=24, heads=16,
+                              pred='x0'))[preset]
     ctl = dict(tiny=ControlConfig(d_action=32, d_text=32, text_layers=1, text_heads=2, t_factor=v.t_factor),
                small=ControlConfig(d_action=64, d_text=128, text_layers=2, text_heads=4, t_factor=v.t_factor),
-               base=ControlConfig(d_action=256, d_text=512, text_layers=4, text_heads=8, t_factor=v.t_factor))[preset]
+               base=ControlConfig(d_action=256, d_text=512, text_layers=4, text_heads=8,
+                                  t_factor=v.t_factor))[preset]
     return ModelConfig(v, dit, ctl)
 
 # %% ../nbs/04_dit.ipynb #cff97f3d
@@ -121,8 +142,9 @@ def modulate(x, shift, scale): return x*(1 + scale) + shift
 
 @dataclass
 class Room:
-    """(k, v) buffers (B, H, P + N, Dh): P earlier tokens' keys and values, then room for the N tokens of the sequence being run. Each
-    call writes its own (k, v) into the last N slots, so a many-step sampler copies N tokens per step and block instead of P + N."""
+    """(k, v) buffers (B, H, P + N, Dh): P earlier tokens' keys and values, then room for the N tokens of the
+    sequence being run. Each call writes its own (k, v) into the last N slots, so a many-step sampler copies N
+    tokens per step and block instead of P + N."""
     k: torch.Tensor
     v: torch.Tensor
 
@@ -143,86 +165,105 @@ class Attention(nn.Module):
         return tuple(rearrange(self.kv(kv), 'b m (two h d) -> two b h m d', two=2, h=self.heads))
 
     def forward(self, x, kv=None, ang=None, mask=None, past=None, keep=None):
-        """x (B, N, D); kv (B, M, Dkv), its cached (k, v), or None for self-attention; mask: bool, True = may attend, broadcastable to (B, H, N, P + M).
-        `past`: (k, v) (B, H, P, Dh) of earlier tokens (RoPE applied), attended before the sequence's own (or a `Room`); `keep`: a list that gets
-        this sequence's own (k, v) — how a KV cache is filled and read."""
+        """x (B, N, D); kv (B, M, Dkv), its cached (k, v), or None for self-attention; mask: bool, True = may
+        attend, broadcastable to (B, H, N, P + M). `past`: (k, v) (B, H, P, Dh) of earlier tokens
+        (RoPE applied), attended before the sequence's own (or a `Room`); `keep`: a list that gets this
+        sequence's own (k, v) — how a KV cache is filled and read."""
         q = rearrange(self.q(x), 'b n (h d) -> b h n d', h=self.heads)
-        k, v = kv if isinstance(kv, tuple) else self.keys(x if kv is None else kv)              # a tuple: cached (k, v)
+        # a tuple: cached (k, v)
+        k, v = kv if isinstance(kv, tuple) else self.keys(x if kv is None else kv)
         return self.attend(q, k, v, ang, mask, past, keep)
 
     def attend(self, q, k, v, ang=None, mask=None, past=None, keep=None):
-        "Attention of queries q over keys k and values v (B, H, ·, Dh), after RoPE and the earlier tokens `past`; `forward`'s arguments."
+        """Attention of queries q over keys k and values v (B, H, ·, Dh), after RoPE and the earlier tokens
+        `past`; `forward`'s arguments."""
         if ang is not None: q, k = apply_rope(q, ang), apply_rope(k, ang)
         if keep is not None: keep.append((k, v))
-        if isinstance(past, Room): k, v = past.fill(k, v)                      # earlier tokens in a buffer with room for these
+        # earlier tokens in a buffer with room for these
+        if isinstance(past, Room): k, v = past.fill(k, v)
         elif past is not None: k, v = torch.cat([past[0], k], 2), torch.cat([past[1], v], 2)
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         return self.o(rearrange(y, 'b h n d -> b n (h d)'))
 
 # %% ../nbs/04_dit.ipynb #192dc8ec
 class DiTBlock(nn.Module):
-    "adaLN → self-attention (RoPE, optional mask) → cross-attention to captions → action injection (eq. 2) → adaLN → FFN."
+    """adaLN → self-attention (RoPE, optional mask) → cross-attention to captions → action injection (eq. 2)
+    → adaLN → FFN."""
     def __init__(self, c: DiTConfig, ctl: ControlConfig):
         super().__init__()
         d = c.d_model
-        self.norm1, self.norm2, self.norm3 = (nn.LayerNorm(d, elementwise_affine=False, eps=1e-6) for _ in range(3))
+        self.norm1, self.norm2, self.norm3 = (nn.LayerNorm(d, elementwise_affine=False, eps=1e-6)
+                                              for _ in range(3))
         self.attn, self.cross = Attention(d, c.heads), Attention(d, c.heads, ctl.d_text)
         self.inject = ActionInjection(d, ctl.d_action)
-        self.ffn = nn.Sequential(nn.Linear(d, int(d*c.mlp_ratio)), nn.GELU(approximate='tanh'), nn.Linear(int(d*c.mlp_ratio), d))
+        self.ffn = nn.Sequential(nn.Linear(d, int(d*c.mlp_ratio)), nn.GELU(approximate='tanh'),
+                                 nn.Linear(int(d*c.mlp_ratio), d))
         self.ada = nn.Sequential(nn.SiLU(), nn.Linear(d, 6*d))
         nn.init.zeros_(self.ada[-1].weight); nn.init.zeros_(self.ada[-1].bias)
 
     def forward(self, h, temb, e, ctx, ctx_mask, ang, slot, mask=None, past=None, keep=None):
-        """h (B, N, D); temb (B, n, D) and e (B, n, d_action) per frame; slot: S tokens per frame, or each token's frame (N,);
-        ctx (B, Lt, d_text); `past`/`keep`: self-attention K/V of earlier tokens to attend / a list to receive this sequence's."""
+        """h (B, N, D); temb (B, n, D) and e (B, n, d_action) per frame; slot: S tokens per frame, or each
+        token's frame (N,); ctx (B, Lt, d_text); `past`/`keep`: self-attention K/V of earlier tokens to
+        attend / a list to receive this sequence's."""
         mods = self.ada(temb)
         mods = repeat(mods, 'b n d -> b (n s) d', s=slot) if isinstance(slot, int) else mods[:, slot]
         sh1, sc1, g1, sh2, sc2, g2 = mods.chunk(6, -1)
         h = h + g1*self.attn(modulate(self.norm1(h), sh1, sc1), ang=ang, mask=mask, past=past, keep=keep)
-        h = h + self.cross(self.norm3(h), kv=ctx, mask=None if ctx_mask is None else ~ctx_mask[:, None, None, :])
-        h = self.inject(h, e, slot)                                               # eq. 2: after cross-attention, before the FFN
+        h = h + self.cross(self.norm3(h), kv=ctx,
+                           mask=None if ctx_mask is None else ~ctx_mask[:, None, None, :])
+        # eq. 2: after cross-attention, before the FFN
+        h = self.inject(h, e, slot)
         return h + g2*self.ffn(modulate(self.norm2(h), sh2, sc2))
 
 # %% ../nbs/04_dit.ipynb #dd933f85
 def skip_scales(sigma):
-    """EDM's preconditioning (Karras et al. 2022) for x_σ = (1 − σ)·x0 + σ·ε and unit-variance latents: (c_skip, c_out) of
-    x0 = c_skip·x_σ + c_out·F, c_skip the best linear guess of x0 from x_σ, c_out the spread that is left for the network F."""
+    """EDM's preconditioning (Karras et al. 2022) for x_σ = (1 − σ)·x0 + σ·ε and unit-variance latents:
+    (c_skip, c_out) of x0 = c_skip·x_σ + c_out·F, c_skip the best linear guess of x0 from x_σ, c_out the
+    spread that is left for the network F."""
     d = (1 - sigma)**2 + sigma**2
     return (1 - sigma)/d, sigma/d.sqrt()
 
 class TokenIn(nn.Module):
-    """The patchifier of a `token_dims` model: a latent patch (..., P) -> its top-k principal components (`basis` (k, P) rows,
-    around `center` (P,)) -> (..., d). `unproject` maps k components back to a patch: the head's way out."""
+    """The patchifier of a `token_dims` model: a latent patch (..., P) -> its top-k principal components
+    (`basis` (k, P) rows, around `center` (P,)) -> (..., d). `unproject` maps k components back to a patch:
+    the head's way out."""
     def __init__(self, P: int, k: int, d: int):
         super().__init__()
-        self.register_buffer('basis', torch.eye(k, P)); self.register_buffer('center', torch.zeros(P))   # set by `fit_token_basis`
+        # set by `fit_token_basis`
+        self.register_buffer('basis', torch.eye(k, P)); self.register_buffer('center', torch.zeros(P))
         self.proj = nn.Linear(k, d)
 
     def forward(self, x): return self.proj((x - self.center) @ self.basis.T)
     def unproject(self, y): return y @ self.basis + self.center
 
 def make_patchify(c: DiTConfig) -> nn.Module:
-    "The patchifier of config `c`: a linear layer from each latent patch, or from its top `token_dims` principal components."
-    return TokenIn(c.patch_dims, c.token_dims, c.d_model) if c.token_dims else nn.Linear(c.patch_dims, c.d_model)
+    """The patchifier of config `c`: a linear layer from each latent patch, or from its top `token_dims`
+    principal components."""
+    return (TokenIn(c.patch_dims, c.token_dims, c.d_model) if c.token_dims
+            else nn.Linear(c.patch_dims, c.d_model))
 
 @dataclass
 class MemoryTokens:
-    "Clean context tokens set before the clip (the memory of notebook 06): their noise level is 0, and each belongs to a memory frame."
+    """Clean context tokens set before the clip (the memory of notebook 06): their noise level is 0, and each
+    belongs to a memory frame."""
     h: torch.Tensor           # (B, M, D) tokens, already at the model's width
     e: torch.Tensor           # (B, Fm, d_action) one action embedding per memory frame
     slot: torch.Tensor        # (M,) long: the memory frame of each token
     pos: torch.Tensor         # (M, 3) float (t, y, x) RoPE positions, in latents and clip-token units
-    offset: torch.Tensor = field(default=None, kw_only=True)   # (B, Fm, 2) per memory frame: its camera turn since the stream's start (camera_rope)
+    # (B, Fm, 2) per memory frame: its camera turn since the stream's start (camera_rope)
+    offset: torch.Tensor = field(default=None, kw_only=True)
 
     def __len__(self): return self.h.shape[1]
 
 class WorldDiT(nn.Module):
-    "Velocity predictor over latent videos (B, n, C, h, w) with per-frame noise levels (B, n), optionally after clean memory tokens."
+    """Velocity predictor over latent videos (B, n, C, h, w) with per-frame noise levels (B, n), optionally
+    after clean memory tokens."""
     def __init__(self, c: DiTConfig, ctl: ControlConfig):
         super().__init__()
         self.c, d = c, c.d_model
         self.patchify = make_patchify(c)
-        self.screen = nn.Parameter(torch.zeros(c.tokens_per_frame, d)) if c.screen_pos else None     # zero: starts as the model without it
+        # zero: starts as the model without it
+        self.screen = nn.Parameter(torch.zeros(c.tokens_per_frame, d)) if c.screen_pos else None
         self.temb = nn.Sequential(nn.Linear(d, d), nn.SiLU(), nn.Linear(d, d))
         self.blocks = nn.ModuleList(DiTBlock(c, ctl) for _ in range(c.depth))
         self.norm_out = nn.LayerNorm(d, elementwise_affine=False, eps=1e-6)
@@ -231,73 +272,88 @@ class WorldDiT(nn.Module):
         for m in (self.ada_out[-1], self.head): nn.init.zeros_(m.weight); nn.init.zeros_(m.bias)
 
     def memory_kv(self, memory: MemoryTokens, ctx, ctx_mask=None, mask=None, past=None):
-        "Per block, the self-attention (k, v) of memory tokens run on their own (noise level 0, no clip): what a KV cache keeps for them."
+        """Per block, the self-attention (k, v) of memory tokens run on their own (noise level 0, no clip):
+        what a KV cache keeps for them."""
         B, Fm = memory.h.shape[0], memory.e.shape[1]
         temb = self.temb(timestep_embedding(memory.h.new_zeros(B, Fm), self.c.d_model))
         ang = rope_angles(memory.pos, self.c.rope_split)[None, None]
         if memory.offset is not None: ang = self.camera_angles(ang, memory.pos, memory.offset[:, memory.slot])
         h, keep = memory.h, []
         for i, blk in enumerate(self.blocks):
-            h = blk(h, temb, memory.e, ctx[i] if isinstance(ctx, list) else ctx, ctx_mask, ang, memory.slot, mask, None if past is None else past[i], keep)
+            h = blk(h, temb, memory.e, ctx[i] if isinstance(ctx, list) else ctx, ctx_mask, ang, memory.slot,
+                    mask, None if past is None else past[i], keep)
         return keep
 
     def text_kv(self, ctx):
-        "Per block, the cross-attention (k, v) of caption tokens ctx (B, Lt, d_text): pass the list as `ctx` to skip recomputing them."
+        """Per block, the cross-attention (k, v) of caption tokens ctx (B, Lt, d_text): pass the list as `ctx`
+        to skip recomputing them."""
         return [blk.cross.keys(ctx) for blk in self.blocks]
 
     def camera_angles(self, ang, pos, offset):
-        """Rotary angles (B, H, N, Dh/2): in the first `camera_heads` heads (all with 0) the (y, x) positions `pos` (N, 3) of the
-        tokens move by their frame's camera `offset` (B, N, 2), one per token; the other heads keep `ang`, the screen's grid, where a
-        third-person character stays put."""
+        """Rotary angles (B, H, N, Dh/2): in the first `camera_heads` heads (all with 0) the (y, x) positions
+        `pos` (N, 3) of the tokens move by their frame's camera `offset` (B, N, 2), one per token; the other
+        heads keep `ang`, the screen's grid, where a third-person character stays put."""
         B, H = offset.shape[0], self.c.heads
         turned = rope_angles(pos + F.pad(offset, (1, 0)).to(pos), self.c.rope_split)[:, None]
         k = self.c.camera_heads or H
         return turned if k == H else torch.cat([turned.expand(B, k, -1, -1), ang.expand(B, H - k, -1, -1)], 1)
 
     def tokens(self, z):
-        "Patchify latents (B, n, C, h, w) -> (B, n·S, D), frame-major; with `screen_pos`, each token plus its place on the screen."
+        """Patchify latents (B, n, C, h, w) -> (B, n·S, D), frame-major; with `screen_pos`, each token plus
+        its place on the screen."""
         p, n = self.c.patch, z.shape[1]
         h = self.patchify(rearrange(z, 'b n c (y p) (x q) -> b (n y x) (c p q)', p=p, q=p))
         return h if self.screen is None else h + repeat(self.screen, 's d -> (n s) d', n=n)
 
-    def forward(self, x, sigma, e, ctx, ctx_mask=None, mask=None, t0=0.0, memory: MemoryTokens = None, past=None, keep=None, head=None,
-                offset=None):
-        """x (B, n, C, h, w); sigma (B, n); e (B, n, d_action); ctx (B, Lt, d_text) -> velocity (B, n, C, h, w).
-        With `memory`, the sequence is [memory ; clip] and `mask` (if any) covers both; only the clip is predicted. `past`: per block,
-        K/V of earlier tokens the sequence also attends (a KV cache); `keep`: a list that receives per block the sequence's own K/V;
-        `head`: an output layer in place of `self.head`; one giving (B, L, K, C·p²) (K heads, notebook 08) makes (K, B, n, C, h, w);
-        `offset`: per latent (B, n, 2) shifts of the (y, x) rotary positions (`camera_offsets`); with memory or a KV cache they count
-        from the stream's start, as the memory's own offsets (`MemoryTokens.offset`) and the cached keys do."""
+    def forward(self, x, sigma, e, ctx, ctx_mask=None, mask=None, t0=0.0, memory: MemoryTokens = None,
+                past=None, keep=None, head=None, offset=None):
+        """x (B, n, C, h, w); sigma (B, n); e (B, n, d_action); ctx (B, Lt, d_text) -> velocity
+        (B, n, C, h, w). With `memory`, the sequence is [memory ; clip] and `mask` (if any) covers both; only
+        the clip is predicted. `past`: per block, K/V of earlier tokens the sequence also attends
+        (a KV cache); `keep`: a list that receives per block the sequence's own K/V; `head`: an output layer
+        in place of `self.head`; one giving (B, L, K, C·p²) (K heads, notebook 08) makes (K, B, n, C, h, w);
+        `offset`: per latent (B, n, 2) shifts of the (y, x) rotary positions (`camera_offsets`); with memory
+        or a KV cache they count from the stream's start, as the memory's own offsets (`MemoryTokens.offset`)
+        and the cached keys do."""
         B, n, C, hh, ww = x.shape
         p, S = self.c.patch, (hh//self.c.patch)*(ww//self.c.patch)
-        h, temb = self.tokens(x), self.temb(timestep_embedding(sigma, self.c.d_model))     # (B, n·S, D), (B, n, D)
+        # (B, n·S, D), (B, n, D)
+        h, temb = self.tokens(x), self.temb(timestep_embedding(sigma, self.c.d_model))
         pos, slot, M = token_positions(n, hh//p, t0, x.device), S, 0
-        off = None if offset is None else repeat(offset, 'b n c -> b (n s) c', s=S)          # (B, n·S, 2) per token
+        # (B, n·S, 2) per token
+        off = None if offset is None else repeat(offset, 'b n c -> b (n s) c', s=S)
         if memory is not None and (memory.offset is None) != (offset is None):
-            raise ValueError("the clip's camera offsets and its memory's must come together: build the memory with the stream's actions "
-                             "(MemoryWorld.memory) for a camera_rope model, without them otherwise")
-        if memory is not None:                                                   # memory frames first, at noise level 0
+            raise ValueError("the clip's camera offsets and its memory's must come together: "
+                             "build the memory with the stream's actions (MemoryWorld.memory) for a "
+                             "camera_rope model, without them otherwise")
+        # memory frames first, at noise level 0
+        if memory is not None:
             M, Fm = len(memory), memory.e.shape[1]
             h, e = torch.cat([memory.h, h], 1), torch.cat([memory.e, e], 1)
             temb = torch.cat([self.temb(timestep_embedding(sigma.new_zeros(B, Fm), self.c.d_model)), temb], 1)
             slot = torch.cat([memory.slot, Fm + torch.arange(n, device=x.device).repeat_interleave(S)])
             pos = torch.cat([memory.pos.to(pos), pos])
             if off is not None: off = torch.cat([memory.offset[:, memory.slot].to(off), off], 1)
-        ang = rope_angles(pos, self.c.rope_split)[None, None]                    # (1, 1, N, Dh/2): the screen's grid
+        # (1, 1, N, Dh/2): the screen's grid
+        ang = rope_angles(pos, self.c.rope_split)[None, None]
         if off is not None: ang = self.camera_angles(ang, pos, off)
         for i, blk in enumerate(self.blocks):
             kept = [] if keep is not None else None
-            h = blk(h, temb, e, ctx[i] if isinstance(ctx, list) else ctx, ctx_mask, ang, slot, mask, None if past is None else past[i], kept)
+            h = blk(h, temb, e, ctx[i] if isinstance(ctx, list) else ctx, ctx_mask, ang, slot, mask,
+                    None if past is None else past[i], kept)
             if keep is not None: keep.append(kept[0])
         sh, sc = repeat(self.ada_out(temb[:, temb.shape[1] - n:]), 'b n d -> b (n s) d', s=S).chunk(2, -1)
-        out = (self.head if head is None else head)(modulate(self.norm_out(h[:, M:]), sh, sc))     # (B, n·S, [K,] C·p² or token_dims)
-        if self.c.token_dims: out = self.patchify.unproject(out)                 # principal components back to a patch
+        # (B, n·S, [K,] C·p² or token_dims)
+        out = (self.head if head is None else head)(modulate(self.norm_out(h[:, M:]), sh, sc))
+        # principal components back to a patch
+        if self.c.token_dims: out = self.patchify.unproject(out)
         out = rearrange(out, 'b (n y x) ... (c p q) -> ... b n c (y p) (x q)', n=n, y=hh//p, p=p, q=p)
         if self.c.pred == 'v': return out
         if self.c.pred == 'skip':                                                # x0 = c_skip·x_σ + c_out·out
             c_skip, c_out = skip_scales(sigma[..., None, None, None])
             out = c_skip*x + c_out*out
-        return (x - out)/sigma.clamp_min(self.c.sigma_floor)[..., None, None, None]      # x0-prediction, returned as a velocity
+        # x0-prediction, returned as a velocity
+        return (x - out)/sigma.clamp_min(self.c.sigma_floor)[..., None, None, None]
 
 # %% ../nbs/04_dit.ipynb #e6ef2ba9
 class WorldModel(nn.Module):
@@ -305,85 +361,104 @@ class WorldModel(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.config = config
-        self.dit, self.actions, self.text = WorldDiT(config.dit, config.control), ActionEncoder(config.control), TextEncoder(config.control)
+        self.dit, self.actions, self.text = (WorldDiT(config.dit, config.control),
+                                             ActionEncoder(config.control), TextEncoder(config.control))
 
-    def forward(self, x, sigma, actions, captions=None, ctx=None, mask=None, t0=0.0, memory: MemoryTokens = None, turned=None, **kw):
-        """x (B, n, C, h, w); sigma (B, n); actions (B, 1 + 4(n−1), 6) at a stream's start or (B, 4n, 6) later; captions (scene,
-        character, event) lists, or pre-encoded `ctx`; `memory`: clean context tokens before the clip (notebook 06); `kw`: the
-        DiT's `past`/`keep` K/V cache arguments (notebook 07a). `turned` (B, 2): the pitch and yaw commanded before the clip
-        (`turned_before`), which a `camera_rope` model needs with memory or a KV cache: its offsets then count from the stream's start."""
+    def forward(self, x, sigma, actions, captions=None, ctx=None, mask=None, t0=0.0,
+                memory: MemoryTokens = None, turned=None, **kw):
+        """x (B, n, C, h, w); sigma (B, n); actions (B, 1 + 4(n−1), 6) at a stream's start or (B, 4n, 6)
+        later; captions (scene, character, event) lists, or pre-encoded `ctx`; `memory`: clean context tokens
+        before the clip (notebook 06); `kw`: the DiT's `past`/`keep` K/V cache arguments (notebook 07a).
+        `turned` (B, 2): the pitch and yaw commanded before the clip (`turned_before`), which a `camera_rope`
+        model needs with memory or a KV cache: its offsets then count from the stream's start."""
         ctx, ctx_mask = ctx if ctx is not None else self.text(*captions)
         e = self.actions(actions)
-        if e.shape[1] != x.shape[1]: raise ValueError(f"{actions.shape[1]} action frames make {e.shape[1]} latents, but x has {x.shape[1]}")
+        if e.shape[1] != x.shape[1]:
+            raise ValueError(f"{actions.shape[1]} action frames make {e.shape[1]} latents, "
+                             f"but x has {x.shape[1]}")
         c = self.config
-        if c.control.travel:                                                     # the walk since the clip's first latent (notebook 03)
+        # the walk since the clip's first latent (notebook 03)
+        if c.control.travel:
             if memory is not None or kw.get('past') is not None or kw.get('keep') is not None:
-                raise ValueError("the model embeds the travel since a clip's first latent (ControlConfig.travel), defined for a whole clip, "
+                raise ValueError("the model embeds the travel since a clip's first latent "
+                                 "(ControlConfig.travel), defined for a whole clip, "
                                  "not for memory or a KV cache, which would need each frame's absolute place")
             e = e + self.actions.travelled(actions)
         off = None
         if c.dit.camera_rope:
             if turned is None and (memory is not None or kw.get('past') is not None):
-                raise ValueError("a camera_rope model with memory or a KV cache counts its camera offsets from the stream's start: "
-                                 "pass turned=turned_before(actions, t0), the turn commanded before the clip")
+                raise ValueError("a camera_rope model with memory or a KV cache counts its camera offsets "
+                                 "from the stream's start: pass turned=turned_before(actions, t0), "
+                                 "the turn commanded before the clip")
             off = camera_offsets(actions, c.control.t_factor, c.dit.latent_res//c.dit.patch, turned=turned)
         return self.dit(x, sigma, e, ctx, ctx_mask, mask, t0, memory, offset=off, **kw)
 
-NEW_PARTS = dict(screen_pos=('dit', 'screen positions'), travel=('control', 'the travel embedding'))   # flag: (config, what it adds)
+# flag: (config, what it adds)
+NEW_PARTS = dict(screen_pos=('dit', 'screen positions'), travel=('control', 'the travel embedding'))
 
 def has_part(config: ModelConfig, name: str) -> bool:
     "Whether `config` turns on the part `name` of `NEW_PARTS`."
     return getattr(getattr(config, NEW_PARTS[name][0]), name)
 
 def with_new_parts(model: WorldModel, screen_pos: bool = False, travel: bool = False) -> WorldModel:
-    """A copy of `model` with the parts asked for added: screen positions (`DiTConfig.screen_pos`), the travel embedding
-    (`ControlConfig.travel`). Each starts at zero, so the copy computes what `model` does."""
+    """A copy of `model` with the parts asked for added: screen positions (`DiTConfig.screen_pos`), the travel
+    embedding (`ControlConfig.travel`). Each starts at zero, so the copy computes what `model` does."""
     import copy
     asked = [k for k, on in dict(screen_pos=screen_pos, travel=travel).items() if on]
     if not asked: raise ValueError(f"no part asked for: pass one of {list(NEW_PARTS)}")
     has = [k for k in asked if has_part(model.config, k)]
-    if has: raise ValueError(f"the model already has {' and '.join(NEW_PARTS[k][1] for k in has)} ({', '.join(has)})")
+    if has:
+        raise ValueError(f"the model already has {' and '.join(NEW_PARTS[k][1] for k in has)} "
+                         f"({', '.join(has)})")
     cfg = copy.deepcopy(model.config)
     for k in asked: setattr(getattr(cfg, NEW_PARTS[k][0]), k, True)
     new = WorldModel(cfg)
     missing, unexpected = new.load_state_dict(model.state_dict(), strict=False)
     added = {n for n, _ in new.named_parameters() if n not in dict(model.named_parameters())}
-    if unexpected or set(missing) != added: raise ValueError(f"the weights do not fit its config: missing {missing}, unexpected {unexpected}")
+    if unexpected or set(missing) != added:
+        raise ValueError(f"the weights do not fit its config: missing {missing}, unexpected {unexpected}")
     if hasattr(model, 'latent_stats'): new.latent_stats = model.latent_stats
     return new.train(model.training)
 
 # %% ../nbs/04_dit.ipynb #0793afa7
 @torch.no_grad()
 def fit_token_basis(z, k: int, patch: int, max_patches: int = 200_000, seed: int = 0):
-    """The top-k principal components (k, C·p²) and the mean (C·p²,) of the p×p patches of latents z (N, C, H, W), and the share of
-    the patches' variance the components keep (from at most `max_patches` patches drawn at random)."""
-    x = rearrange(z.float(), 'n c (y p) (x q) -> (n y x) (c p q)', p=patch, q=patch)     # the DiT's order within a patch
-    if len(x) > max_patches: x = x[torch.randperm(len(x), generator=torch.Generator().manual_seed(seed))[:max_patches]]
+    """The top-k principal components (k, C·p²) and the mean (C·p²,) of the p×p patches of latents z
+    (N, C, H, W), and the share of the patches' variance the components keep (from at most `max_patches`
+    patches drawn at random)."""
+    # the DiT's order within a patch
+    x = rearrange(z.float(), 'n c (y p) (x q) -> (n y x) (c p q)', p=patch, q=patch)
+    if len(x) > max_patches:
+        x = x[torch.randperm(len(x), generator=torch.Generator().manual_seed(seed))[:max_patches]]
     center = x.mean(0)
     _, S, Vh = torch.linalg.svd(x - center, full_matrices=False)
     return Vh[:k].contiguous(), center, float((S[:k]**2).sum()/(S**2).sum())
 
 @torch.no_grad()
 def with_token_basis(model: WorldModel, basis, center) -> WorldModel:
-    """A copy of `model`, which sees whole patches, that sees and predicts the components `basis` (k, C·p²) of its patches around
-    `center`: patchifier and head mapped from `model`'s, so that on latents inside the subspace it computes what `model` does, its
-    predictions projected onto the subspace."""
+    """A copy of `model`, which sees whole patches, that sees and predicts the components `basis` (k, C·p²) of
+    its patches around `center`: patchifier and head mapped from `model`'s, so that on latents inside the
+    subspace it computes what `model` does, its predictions projected onto the subspace."""
     import copy
     c = model.config.dit
     if c.token_dims: raise ValueError(f"the model already sees {c.token_dims} components per patch")
     if basis.shape[1:] != (c.patch_dims,) or center.shape != (c.patch_dims,):
-        raise ValueError(f"a basis of (k, {c.patch_dims}) and a center of ({c.patch_dims},) fit this model, got {tuple(basis.shape)} and {tuple(center.shape)}")
+        raise ValueError(f"a basis of (k, {c.patch_dims}) and a center of ({c.patch_dims},) fit this model, "
+                         f"got {tuple(basis.shape)} and {tuple(center.shape)}")
     cfg = copy.deepcopy(model.config); cfg.dit.token_dims = len(basis); cfg.dit.__post_init__()
     new = WorldModel(cfg)
     old = {n: t for n, t in model.state_dict().items() if not n.startswith(('dit.patchify.', 'dit.head.'))}
     missing, unexpected = new.load_state_dict(old, strict=False)
     if unexpected or any(not n.startswith(('dit.patchify.', 'dit.head.')) for n in missing):
         raise ValueError(f"the weights do not fit its config: missing {missing}, unexpected {unexpected}")
-    W, b, H, hb = model.dit.patchify.weight, model.dit.patchify.bias, model.dit.head.weight, model.dit.head.bias
+    W, b, H, hb = (model.dit.patchify.weight, model.dit.patchify.bias, model.dit.head.weight,
+                   model.dit.head.bias)
     pin, head = new.dit.patchify, new.dit.head
     pin.basis.copy_(basis); pin.center.copy_(center)
-    pin.proj.weight.copy_(W @ basis.T); pin.proj.bias.copy_(W @ center + b)          # W·(center + basisᵀ·coef) + b
-    head.weight.copy_(basis @ H); head.bias.copy_(basis @ (hb - center))             # the old head's patch, in components
+    # W·(center + basisᵀ·coef) + b
+    pin.proj.weight.copy_(W @ basis.T); pin.proj.bias.copy_(W @ center + b)
+    # the old head's patch, in components
+    head.weight.copy_(basis @ H); head.bias.copy_(basis @ (hb - center))
     if hasattr(model, 'latent_stats'): new.latent_stats = model.latent_stats
     return new.train(model.training)
 
@@ -414,29 +489,33 @@ class FlowMatching:
         return (1 - s)*x0 + s*eps, eps, eps - x0
 
     def loss(self, v_pred, v, weight, per_clip: bool = False):
-        "Mean squared velocity error over the frames with weight 1 (B, n): over the batch, or (`per_clip`) each clip's (B,)."
+        """Mean squared velocity error over the frames with weight 1 (B, n): over the batch, or (`per_clip`)
+        each clip's (B,)."""
         per, dims = (v_pred - v).pow(2).flatten(2).mean(-1)*weight, ((1,) if per_clip else (0, 1))
         return per.sum(dims)/weight.sum(dims).clamp_min(1)
 
 # %% ../nbs/04_dit.ipynb #de40e3e8
 @dataclass
 class EulerSampler:
-    """Many-step Euler integration of dx/dσ = v from σ = 1 to 0 on the shifted grid; optional classifier-free guidance, on every
-    step or, with `cfg_above` > 0, only on the steps that start at σ ≥ `cfg_above` (guidance in a limited interval,
-    Kynkäänniemi et al. 2024: where the layout, and so the motion, is decided, not where detail is drawn)."""
+    """Many-step Euler integration of dx/dσ = v from σ = 1 to 0 on the shifted grid; optional classifier-free
+    guidance, on every step or, with `cfg_above` > 0, only on the steps that start at σ ≥ `cfg_above`
+    (guidance in a limited interval, Kynkäänniemi et al. 2024: where the layout, and so the motion, is
+    decided, not where detail is drawn)."""
     steps: int = 30
     shift: float = 3.0
     cfg: float = 1.0
     cfg_above: float = 0.0
 
-    def __post_init__(self): check_fields(self, steps='[1, inf)', shift='(0, inf)', cfg_above='[0, inf)')   # cfg_above > 1: guidance on no step
+    # cfg_above > 1: guidance on no step
+    def __post_init__(self): check_fields(self, steps='[1, inf)', shift='(0, inf)', cfg_above='[0, inf)')
 
     def sigmas(self): return shift_sigma(torch.linspace(1, 0, self.steps + 1), self.shift)
 
     @torch.no_grad()
     def __call__(self, velocity, x, known=None, generator=None):
-        """Sample latents shaped like `x` (its values are ignored; noise is drawn). `velocity(x, sigma, cond: bool)` gives v;
-        `known` (B, n) bool marks frames given clean (x holds them) and kept at σ = 0."""
+        """Sample latents shaped like `x` (its values are ignored; noise is drawn).
+        `velocity(x, sigma, cond: bool)` gives v; `known` (B, n) bool marks frames given clean (x holds them)
+        and kept at σ = 0."""
         known = torch.zeros(x.shape[:2], dtype=torch.bool, device=x.device) if known is None else known
         kk = known[..., None, None, None]
         z = torch.where(kk, x, torch.randn(x.shape, generator=generator, device=x.device))
@@ -449,26 +528,33 @@ class EulerSampler:
         return z
 
 # %% ../nbs/04_dit.ipynb #f64990c7
-def flow_step(model: WorldModel, fm: FlowMatching, z0, actions, captions, generator=None, i2v: bool = True, sigma_per=None,
-              neg_weight: float = 0.0, neg_ratio: float = 1.0, **model_kw):
-    """Flow-matching loss of `model` on clean latents z0 (B, n, C, h, w) with actions (B, T, 6) and caption field lists. `i2v`: the
-    clip may start a stream (its first latent then kept clean with probability p_i2v); `sigma_per`: latents per noise level when a
-    clip is drawn with one level for all (e.g. a chunk's length: one level per chunk); `model_kw` go to the model (memory, mask, t0).
-    `neg_weight` > 0 adds the mirrored-actions hinge (below): each clip's loss with its actions mirrored, from the same noisy latents,
-    must exceed `neg_ratio` times its loss with the commanded ones; clips with nothing commanded are left out of it."""
+def flow_step(model: WorldModel, fm: FlowMatching, z0, actions, captions, generator=None, i2v: bool = True,
+              sigma_per=None, neg_weight: float = 0.0, neg_ratio: float = 1.0, **model_kw):
+    """Flow-matching loss of `model` on clean latents z0 (B, n, C, h, w) with actions (B, T, 6) and caption
+    field lists. `i2v`: the clip may start a stream (its first latent then kept clean with probability p_i2v);
+    `sigma_per`: latents per noise level when a clip is drawn with one level for all (e.g. a chunk's length:
+    one level per chunk); `model_kw` go to the model (memory, mask, t0). `neg_weight` > 0 adds the
+    mirrored-actions hinge (below): each clip's loss with its actions mirrored, from the same noisy latents,
+    must exceed `neg_ratio` times its loss with the commanded ones; clips with nothing commanded are left out
+    of it."""
     c, (B, n) = model.config.dit, z0.shape[:2]
-    dev = generator.device if generator is not None else z0.device          # draw where the generator lives (a CPU one on a GPU run)
+    # draw where the generator lives (a CPU one on a GPU run)
+    dev = generator.device if generator is not None else z0.device
     sigma = fm.sample_sigma((B, n), generator, dev)
     shared = torch.rand(B, 1, generator=generator, device=dev) >= c.p_frame_sigma
     k = sigma_per or n
     sigma = torch.where(shared, repeat(sigma[:, ::k], 'b c -> b (c k)', k=k)[:, :n], sigma)
-    high = torch.rand(B, 1, generator=generator, device=dev) < c.p_high_sigma      # where only the actions tell the motion
-    sigma = torch.where(high, c.high_sigma + (1 - c.high_sigma)*torch.rand(B, 1, generator=generator, device=dev), sigma).to(z0.device)
+    # where only the actions tell the motion
+    high = torch.rand(B, 1, generator=generator, device=dev) < c.p_high_sigma
+    sigma = torch.where(high,
+                        c.high_sigma + (1 - c.high_sigma)*torch.rand(B, 1, generator=generator, device=dev),
+                        sigma).to(z0.device)
     i2v = (torch.rand(B, generator=generator, device=dev) < (c.p_i2v if i2v else 0.0)).to(z0.device)
     sigma[:, 0] = torch.where(i2v, 0.0, sigma[:, 0])
     drop = (torch.rand(B, generator=generator, device=dev) < c.p_uncond).tolist()
     captions = tuple([('' if d else t) for t, d in zip(f, drop)] for f in captions)
-    x, eps, v = fm.noise(z0, sigma, torch.randn(z0.shape, generator=generator, device=dev).to(z0.device, z0.dtype))
+    x, eps, v = fm.noise(z0, sigma,
+                         torch.randn(z0.shape, generator=generator, device=dev).to(z0.device, z0.dtype))
     weight = torch.ones(B, n, device=z0.device); weight[:, 0] = (~i2v).float()
     pred = model(x, sigma, actions, captions, **model_kw)
     loss = fm.loss(pred, v, weight)
@@ -476,4 +562,5 @@ def flow_step(model: WorldModel, fm: FlowMatching, z0, actions, captions, genera
     mirrored = mirror_actions(actions)
     moved = (mirrored != actions).flatten(1).any(1)                 # mirroring changes something
     neg = fm.loss(model(x, sigma, mirrored, captions, **model_kw), v, weight, per_clip=True)
-    return loss + neg_weight*(torch.relu(neg_ratio*fm.loss(pred, v, weight, per_clip=True) - neg)*moved).mean()
+    return (loss
+            + neg_weight*(torch.relu(neg_ratio*fm.loss(pred, v, weight, per_clip=True) - neg)*moved).mean())

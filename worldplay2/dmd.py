@@ -15,7 +15,8 @@ import torch, torch.nn.functional as F
 import lightning as L
 from .dit import FlowMatching
 from .vae import check_fields
-from .controls import still_actions, mirror_actions, guide, turned_before, frames_of, frame_spans, T_FACTOR
+from .controls import (still_actions, mirror_actions, guide, turned_before, frames_of,
+                                 frame_spans, T_FACTOR)
 from .teacher_forcing import (MemoryWorld, ForcingConfig, teacher_loss, forcing_loaders,
                                         load_memory_world, run_probe, model_kind)
 from .stream import WorldStream
@@ -23,14 +24,15 @@ from .pdd import PDDWorld, PDDConfig, save_pdd_world, load_pdd_world
 
 # %% ../nbs/09_stable_forcing.ipynb #42d78390
 def dmd_direction(x0_gen, x_sigma, sigma, v_real, v_fake):
-    """DMD's direction in clean-latent space, x0_fake − x0_real (v = ε − x0, so x0 = x_σ − σ·v), divided per sample by the mean
-    |x0_gen − x0_real| (DMD's normaliser). `sigma` broadcasts against the latents."""
+    """DMD's direction in clean-latent space, x0_fake − x0_real (v = ε − x0, so x0 = x_σ − σ·v), divided per
+    sample by the mean |x0_gen − x0_real| (DMD's normaliser). `sigma` broadcasts against the latents."""
     x0_real, x0_fake = x_sigma - sigma*v_real, x_sigma - sigma*v_fake
     norm = (x0_gen - x0_real).abs().flatten(1).mean(1).clamp_min(1e-8).view((-1,) + (1,)*(x0_gen.dim() - 1))
     return torch.nan_to_num((x0_fake - x0_real)/norm)
 
 def dmd_loss(x0_gen, g):
-    "½·mean‖x0 − sg(x0 − g)‖²: its gradient in x0 is g/numel, so a descent step moves the sample against g, toward the real score."
+    """½·mean‖x0 − sg(x0 − g)‖²: its gradient in x0 is g/numel, so a descent step moves the sample against g,
+    toward the real score."""
     return 0.5*F.mse_loss(x0_gen, (x0_gen - g).detach())
 
 # %% ../nbs/09_stable_forcing.ipynb #d66fceb1
@@ -39,42 +41,60 @@ class DMDConfig:
     "Stable Forcing's sizes and switches: each ablation of the paper's Tab. 8 is one field."
     latents: int = 16           # latents generated per rollout after the given first one (the paper: 320)
     clip: int = 8               # latents per scored clip (the paper: 32)
-    rollout: str = 'full'       # 'full': every chunk finishes, one step replayed (Alg. 1) | 'exit': Self-Forcing, a chunk stops at its drawn step
-    context: str = 'clip'       # 'clip': clip-wise scores with compressed memory | 'full': the whole rollout scored at once, full resolution
+    # 'full': every chunk finishes, one step replayed (Alg. 1) | 'exit': Self-Forcing, a chunk stops at its
+    # drawn step
+    rollout: str = 'full'
+    # 'clip': clip-wise scores with compressed memory | 'full': the whole rollout scored at once, full
+    # resolution
+    context: str = 'clip'
     critic_steps: int = 1       # fake-score updates per generator update
     sigma_min: float = 0.02     # the scores' noise level is drawn uniformly from [sigma_min, sigma_max]
     sigma_max: float = 0.98
-    guidance: float = 1.0       # action guidance of the real score, v(null) + w·(v(a) − v(null)); 1: the teacher as it is
-    guide: str = 'still'        # the null commands: 'still' (standing still) | 'mirror' (the opposite commands, `mirror_actions`)
+    # action guidance of the real score, v(null) + w·(v(a) − v(null)); 1: the teacher as it is
+    guidance: float = 1.0
+    # the null commands: 'still' (standing still) | 'mirror' (the opposite commands, `mirror_actions`)
+    guide: str = 'still'
 
     def __post_init__(self):
-        check_fields(self, latents='[1, inf)', clip='[1, inf)', critic_steps='[0, inf)', sigma_min='[0, 1]', sigma_max='[0, 1]')
-        if self.sigma_min > self.sigma_max: raise ValueError(f"DMDConfig.sigma_min: expected at most sigma_max = {self.sigma_max}, got {self.sigma_min}")
-        if self.rollout not in ('full', 'exit'): raise ValueError(f"unknown rollout '{self.rollout}'; known: full, exit")
-        if self.context not in ('clip', 'full'): raise ValueError(f"unknown context '{self.context}'; known: clip, full")
-        if self.latents % self.clip: raise ValueError(f"{self.latents} rollout latents do not split into clips of {self.clip}")
-        if self.guide not in ('still', 'mirror'): raise ValueError(f"unknown guide '{self.guide}'; known: still, mirror")
+        check_fields(self, latents='[1, inf)', clip='[1, inf)', critic_steps='[0, inf)', sigma_min='[0, 1]',
+                     sigma_max='[0, 1]')
+        if self.sigma_min > self.sigma_max:
+            raise ValueError(f"DMDConfig.sigma_min: expected at most sigma_max = {self.sigma_max}, "
+                             f"got {self.sigma_min}")
+        if self.rollout not in ('full', 'exit'):
+            raise ValueError(f"unknown rollout '{self.rollout}'; known: full, exit")
+        if self.context not in ('clip', 'full'):
+            raise ValueError(f"unknown context '{self.context}'; known: clip, full")
+        if self.latents % self.clip:
+            raise ValueError(f"{self.latents} rollout latents do not split into clips of {self.clip}")
+        if self.guide not in ('still', 'mirror'):
+            raise ValueError(f"unknown guide '{self.guide}'; known: still, mirror")
 
 # %% ../nbs/09_stable_forcing.ipynb #8a283092
 @dataclass
 class Rollout:
-    "A finished rollout: latents (1, 1 + n, C, h, w) (the first given), low-res latents, actions, and per chunk a snapshot."
+    """A finished rollout: latents (1, 1 + n, C, h, w) (the first given), low-res latents, actions, and per
+    chunk a snapshot."""
     z: torch.Tensor
     z_lr: torch.Tensor
     actions: torch.Tensor
-    snapshots: list             # per chunk: (velocity function with its memory, x at the drawn step's start, the step, first latent t)
+    # per chunk: (velocity function with its memory, x at the drawn step's start, the step, first latent t)
+    snapshots: list
 
 @torch.no_grad()
-def rollout(gen: PDDWorld, vae, frame, actions, captions, dc: DMDConfig, chunk: int = 2, generator=None) -> Rollout:
-    """Alg. 1 stage 1: `dc.latents` latents after `frame` (1, 1, 3, H, W) in [-1, 1], chunk by chunk through the student's KV cache,
-    no gradients; each chunk draws one step to snapshot (and with `dc.rollout == 'exit'` stops there). `actions` (1, 1 + 4·n, 6);
-    `captions`: per chunk a (scene, character, event) tuple."""
+def rollout(gen: PDDWorld, vae, frame, actions, captions, dc: DMDConfig, chunk: int = 2,
+            generator=None) -> Rollout:
+    """Alg. 1 stage 1: `dc.latents` latents after `frame` (1, 1, 3, H, W) in [-1, 1], chunk by chunk through
+    the student's KV cache, no gradients; each chunk draws one step to snapshot (and with
+    `dc.rollout == 'exit'` stops there). `actions` (1, 1 + 4·n, 6); `captions`: per chunk a
+    (scene, character, event) tuple."""
     sampler = gen.sampler(live=True)
     st = WorldStream(gen.mw, vae, chunk, sampler=sampler).reset(frame, captions[0], int(actions[0, 0, 4]))
     snaps = []
     for i in range(dc.latents//chunk):
         t, d, trace = 1 + i*chunk, int(torch.randint(sampler.steps, (1,), generator=generator)), []
-        st.step(actions[:, frames_of(t):frames_of(t + chunk)], captions[i], generator, trace=trace, stop=d if dc.rollout == 'exit' else None)
+        st.step(actions[:, frames_of(t):frames_of(t + chunk)], captions[i], generator, trace=trace,
+                stop=d if dc.rollout == 'exit' else None)
         snaps.append((st.velocity, trace[d][0], d, t))
     return Rollout(st.z, st.z_lr, st.acts, snaps)
 
@@ -83,68 +103,86 @@ def _clip_captions(captions, t: int, chunk: int):
     "The caption field lists of the chunk that holds latent t."
     return tuple([c] for c in captions[(t - 1)//chunk])
 
-NULL_ACTIONS = dict(still=still_actions, mirror=mirror_actions)                 # `DMDConfig.guide`: what the real score is guided away from
+# `DMDConfig.guide`: what the real score is guided away from
+NULL_ACTIONS = dict(still=still_actions, mirror=mirror_actions)
 
 @torch.no_grad()
-def clip_scores(real: MemoryWorld, fake: MemoryWorld, ro: Rollout, captions, dc: DMDConfig, chunk: int = 2, generator=None):
-    """Alg. 1 stage 2: the DMD direction of every generated latent (1, n, C, h, w). Each clip of `dc.clip` latents (the whole rollout
-    with `dc.context == 'full'`) is noised at its own σ and scored by both models with its own memory of the rollout before it."""
+def clip_scores(real: MemoryWorld, fake: MemoryWorld, ro: Rollout, captions, dc: DMDConfig, chunk: int = 2,
+                generator=None):
+    """Alg. 1 stage 2: the DMD direction of every generated latent (1, n, C, h, w). Each clip of `dc.clip`
+    latents (the whole rollout with `dc.context == 'full'`) is noised at its own σ and scored by both models
+    with its own memory of the rollout before it."""
     n = ro.z.shape[1] - 1
     Lc = dc.clip if dc.context == 'clip' else n
     g = torch.zeros_like(ro.z[:, 1:])
     for t in range(1, 1 + n, Lc):
         x0 = ro.z[:, t:t + Lc]
         s = dc.sigma_min + (dc.sigma_max - dc.sigma_min)*torch.rand(1, 1, generator=generator).to(x0)
-        x_s = (1 - s[..., None, None, None])*x0 + s[..., None, None, None]*torch.randn(x0.shape, generator=generator).to(x0)
+        x_s = ((1 - s[..., None, None, None])*x0
+               + s[..., None, None, None]*torch.randn(x0.shape, generator=generator).to(x0))
         acts, caps = ro.actions[:, frames_of(t):frames_of(t + Lc)], _clip_captions(captions, t, chunk)
         hist = (ro.z[:, :t], ro.z_lr, ro.actions[:, :frames_of(t)])
-        score = lambda m, mem, a: m(x_s, s.expand(1, Lc), a, caps, mem, t0=t, turned=turned_before(ro.actions, t))
+        score = lambda m, mem, a: m(x_s, s.expand(1, Lc), a, caps, mem, t0=t,
+                                    turned=turned_before(ro.actions, t))
         mem = real.memory(*hist)
         v_real = score(real, mem, acts)
-        if dc.guidance != 1.0: v_real = guide(v_real, score(real, mem, NULL_ACTIONS[dc.guide](acts)), dc.guidance)
-        g[:, t - 1:t - 1 + Lc] = dmd_direction(x0, x_s, s[..., None, None, None], v_real, score(fake, fake.memory(*hist), acts))
+        if dc.guidance != 1.0:
+            v_real = guide(v_real, score(real, mem, NULL_ACTIONS[dc.guide](acts)), dc.guidance)
+        g[:, t - 1:t - 1 + Lc] = dmd_direction(x0, x_s, s[..., None, None, None], v_real,
+                                               score(fake, fake.memory(*hist), acts))
     return g
 
 # %% ../nbs/09_stable_forcing.ipynb #d267e440
 def replay(gen: PDDWorld, ro: Rollout, g, backward=None) -> float:
-    """Alg. 1 stage 3: each chunk's snapshot runs again with gradients to its clean prediction z̃, loss MSE(z̃, sg(z̃ − g)); `backward`
-    (default `Tensor.backward`) is called per chunk, so at most one chunk's graph is alive. Returns the summed loss."""
+    """Alg. 1 stage 3: each chunk's snapshot runs again with gradients to its clean prediction z̃, loss
+    MSE(z̃, sg(z̃ − g)); `backward` (default `Tensor.backward`) is called per chunk, so at most one chunk's
+    graph is alive. Returns the summed loss."""
     sampler, k, total = gen.sampler(live=True), len(ro.snapshots), 0.0
     for vel, z, d, t in ro.snapshots:
-        x0 = sampler.clean(vel, z, d)                                             # (1, C, ...) with gradients into the student
+        # (1, C, ...) with gradients into the student
+        x0 = sampler.clean(vel, z, d)
         loss = dmd_loss(x0, g[:, t - 1:t - 1 + z.shape[1]])/k
         (backward or torch.Tensor.backward)(loss)
         total += loss.item()
     return total
 
-def critic_loss(fake: MemoryWorld, fm: FlowMatching, ro: Rollout, captions, dc: DMDConfig, chunk: int = 2, generator=None):
-    "DMD2's fake-score update: flow matching of the critic on one scored clip of the (finished, detached) rollout, with its memory."
+def critic_loss(fake: MemoryWorld, fm: FlowMatching, ro: Rollout, captions, dc: DMDConfig, chunk: int = 2,
+                generator=None):
+    """DMD2's fake-score update: flow matching of the critic on one scored clip of the (finished, detached)
+    rollout, with its memory."""
     n = ro.z.shape[1] - 1
     Lc = dc.clip if dc.context == 'clip' else n
     t = 1 + Lc*int(torch.randint(n//Lc, (1,), generator=generator))
-    return teacher_loss(fake, fm, ro.z.detach(), ro.z_lr, ro.actions, _clip_captions(captions, t, chunk), t, Lc, generator)
+    return teacher_loss(fake, fm, ro.z.detach(), ro.z_lr, ro.actions, _clip_captions(captions, t, chunk), t,
+                        Lc, generator)
 
 # %% ../nbs/09_stable_forcing.ipynb #f81ce61f
 class LitDMD(L.LightningModule):
-    """Stage 6 with Lightning: one rollout per step; the student's DMD update (Alg. 1), then `critic_steps` updates of the fake score
-    (Lightning's step counter counts each optimiser step: 1 + `critic_steps` per iteration)."""
-    def __init__(self, gen: PDDWorld, real: MemoryWorld, fake: MemoryWorld, vae, dc: DMDConfig, chunk: int = 2, lr: float = 1e-5,
-                 lr_fake: float = 2e-5):
+    """Stage 6 with Lightning: one rollout per step; the student's DMD update (Alg. 1), then `critic_steps`
+    updates of the fake score (Lightning's step counter counts each optimiser step: 1 + `critic_steps` per
+    iteration)."""
+    def __init__(self, gen: PDDWorld, real: MemoryWorld, fake: MemoryWorld, vae, dc: DMDConfig,
+                 chunk: int = 2, lr: float = 1e-5, lr_fake: float = 2e-5):
         super().__init__()
         self.automatic_optimization = False
-        self.gen, self.real, self.fake, self.vae = gen, real.eval().requires_grad_(False), fake, vae.eval().requires_grad_(False)
+        self.gen, self.real, self.fake, self.vae = (gen, real.eval().requires_grad_(False), fake,
+                                                    vae.eval().requires_grad_(False))
         self.dc, self.chunk, self.lr, self.lr_fake = dc, chunk, lr, lr_fake
         self.fm = FlowMatching(real.config.dit.shift)
-        if dc.latents % chunk or dc.clip % chunk: raise ValueError(f"rollouts of {dc.latents} and clips of {dc.clip} latents must hold whole chunks of {chunk}")
+        if dc.latents % chunk or dc.clip % chunk:
+            raise ValueError(f"rollouts of {dc.latents} and clips of {dc.clip} latents must hold whole "
+                             f"chunks of {chunk}")
 
     def train(self, mode: bool = True):
         super().train(mode); self.real.eval(); self.vae.eval()
         return self
 
     def _inputs(self, b):
-        "The first of the batch's windows: its first frame (decoded from the first latent), actions and per-chunk captions."
+        """The first of the batch's windows: its first frame (decoded from the first latent), actions and
+        per-chunk captions."""
         n, C = self.dc.latents, self.chunk
-        if b['z'].shape[1] < 1 + n: raise ValueError(f"windows of {b['z'].shape[1]} latents are too short for rollouts of {n}")
+        if b['z'].shape[1] < 1 + n:
+            raise ValueError(f"windows of {b['z'].shape[1]} latents are too short for rollouts of {n}")
         frame = self.vae.decode(self.vae.denormalize(b['z'][:1, :1]))[0].clamp(-1, 1)
         caps = [(b['scene'][0], b['character'][0], b['events'][1 + i*C][0]) for i in range(n//C)]
         return frame, b['actions'][:1, :frames_of(n + 1)], caps
@@ -166,18 +204,22 @@ class LitDMD(L.LightningModule):
         self.log_dict({'train/dmd': loss, 'train/g_abs': g.abs().mean(), 'train/critic': lf}, prog_bar=True)
 
     def configure_optimizers(self):
-        adam = lambda m, lr: torch.optim.AdamW(m.parameters(), lr=lr, betas=(0.0, 0.999), weight_decay=0.0)   # β1 = 0, as DMD2 / Self-Forcing
+        # β1 = 0, as DMD2 / Self-Forcing
+        adam = lambda m, lr: torch.optim.AdamW(m.parameters(), lr=lr, betas=(0.0, 0.999), weight_decay=0.0)
         return [adam(self.gen, self.lr), adam(self.fake, self.lr_fake)]
 
 # %% ../nbs/09_stable_forcing.ipynb #b8b92eaa
-DMD_TRAIN = dict(tiny=dict(max_steps=20, lr=1e-4, lr_fake=1e-4), small=dict(max_steps=400, lr=1e-5, lr_fake=2e-5),
+DMD_TRAIN = dict(tiny=dict(max_steps=20, lr=1e-4, lr_fake=1e-4),
+                 small=dict(max_steps=400, lr=1e-5, lr_fake=2e-5),
                  base=dict(max_steps=3000, lr=2e-6, lr_fake=4e-6))
 
-def train_dmd(data, out, init, teacher, vae, preset: str = 'small', max_steps: int = None, dmd: DMDConfig = None, forcing: ForcingConfig = None,
-              devices=1, strategy='auto', num_workers: int = 0, seed: int = 0, progress: bool = True, **trainer_kw) -> dict:
-    """Stage 6 (`worldplay2 train dmd`): Stable Forcing of the few-step student `init` — a `train pdd` folder, or the AR student of
-    `train student` (the "no PDD init" ablation: every head starts as its head) — against the frozen bidirectional `teacher` (`train
-    teacher`), which also initialises the critic. Windows of the episodes under `data` give each rollout's first frame, actions, captions."""
+def train_dmd(data, out, init, teacher, vae, preset: str = 'small', max_steps: int = None,
+              dmd: DMDConfig = None, forcing: ForcingConfig = None, devices=1, strategy='auto',
+              num_workers: int = 0, seed: int = 0, progress: bool = True, **trainer_kw) -> dict:
+    """Stage 6 (`worldplay2 train dmd`): Stable Forcing of the few-step student `init` — a `train pdd` folder,
+    or the AR student of `train student` (the "no PDD init" ablation: every head starts as its head) — against
+    the frozen bidirectional `teacher` (`train teacher`), which also initialises the critic. Windows of the
+    episodes under `data` give each rollout's first frame, actions, captions."""
     from worldplay2.train import make_trainer, check_latent_stats, resume_path
     from worldplay2.vae import load_vae
     from worldplay2.data import write_json_atomic
@@ -185,24 +227,31 @@ def train_dmd(data, out, init, teacher, vae, preset: str = 'small', max_steps: i
     kind = model_kind(init)
     if kind == 'PDDWorld': gen = load_pdd_world(init)
     elif kind == 'MemoryWorld': gen = PDDWorld(load_memory_world(init), PDDConfig())
-    else: raise ValueError(f"{init} is neither a PDD student (`train pdd`) nor an AR student (`train student`)")
-    if model_kind(teacher) != 'MemoryWorld': raise ValueError(f"the teacher {teacher} is not a model with memory (`train teacher`)")
+    else:
+        raise ValueError(f"{init} is neither a PDD student (`train pdd`) nor an AR student (`train student`)")
+    if model_kind(teacher) != 'MemoryWorld':
+        raise ValueError(f"the teacher {teacher} is not a model with memory (`train teacher`)")
     v, real, fake = load_vae(vae), load_memory_world(teacher), load_memory_world(teacher)
-    for m, name in ((gen.mw.model, init), (real.model, teacher)): check_latent_stats(m, v, f"the model of {name}")
+    for m, name in ((gen.mw.model, init), (real.model, teacher)):
+        check_latent_stats(m, v, f"the model of {name}")
     hp = DMD_TRAIN[preset]
     steps, n = max_steps or hp['max_steps'], 1 + dc.latents
     paths, dl = forcing_loaders(v, data, out, n, gen.mw.compressor.mc, 1, num_workers, progress)
     L.seed_everything(seed, verbose=False)
     lit = LitDMD(gen.train(), real, fake.train(), v, dc, fc.chunk, hp['lr'], hp['lr_fake'])
-    per = 1 + dc.critic_steps                                                   # Lightning counts every optimiser step
-    if devices != 1 and strategy == 'auto': strategy = 'ddp_find_unused_parameters_true'   # replay never reaches the critic, nor its update the student
-    trainer = make_trainer(out, steps*per, devices, strategy, progress=progress, **dict(dict(ckpt_every=100*per), **trainer_kw))
+    # Lightning counts every optimiser step
+    per = 1 + dc.critic_steps
+    # replay never reaches the critic, nor its update the student
+    if devices != 1 and strategy == 'auto': strategy = 'ddp_find_unused_parameters_true'
+    trainer = make_trainer(out, steps*per, devices, strategy, progress=progress,
+                           **dict(dict(ckpt_every=100*per), **trainer_kw))
     t0 = time.time()
     trainer.fit(lit, dl['train'], ckpt_path=resume_path(out))
     if trainer.global_rank != 0: return {}
     save_pdd_world(lit.gen, out/'model', vae=v)
-    metrics = dict(stage='dmd', preset=preset, steps=int(trainer.global_step)//per, episodes=len(paths), init=str(init), teacher=str(teacher),
-                   init_kind='pdd' if kind == 'PDDWorld' else 'ar', dmd=asdict(dc), wall_s_this_run=round(time.time() - t0, 1))
+    metrics = dict(stage='dmd', preset=preset, steps=int(trainer.global_step)//per, episodes=len(paths),
+                   init=str(init), teacher=str(teacher), init_kind='pdd' if kind == 'PDDWorld' else 'ar',
+                   dmd=asdict(dc), wall_s_this_run=round(time.time() - t0, 1))
     write_json_atomic(out/'metrics.json', metrics)
     return metrics
 
@@ -219,25 +268,34 @@ from worldplay2.dmd import DMDConfig, LitDMD
 preset, context, h = sys.argv[1], sys.argv[2], int(sys.argv[3])
 c = model_config(preset); torch.manual_seed(0)
 mw = lambda: MemoryWorld(WorldModel(c), HistoryCompressor(MemoryConfig(), c.dit))
-lit = LitDMD(PDDWorld(mw(), PDDConfig()), mw(), mw(), CausalVAE(vae_config(preset)), DMDConfig(latents=h, clip=min(h, 8), context=context))
-opts = lit.configure_optimizers(); lit.optimizers = lambda: opts; lit.manual_backward = lambda l: l.backward(); lit.log_dict = lambda *a, **k: None
+lit = LitDMD(PDDWorld(mw(), PDDConfig()), mw(), mw(), CausalVAE(vae_config(preset)),
+             DMDConfig(latents=h, clip=min(h, 8), context=context))
+opts = lit.configure_optimizers(); lit.optimizers = lambda: opts
+lit.manual_backward = lambda l: l.backward(); lit.log_dict = lambda *a, **k: None
 r = c.dit.latent_res; n = 1 + h
-b = dict(z=torch.randn(1, n, c.dit.z_ch, r, r), actions=torch.zeros(1, 1 + 4*h, 6), scene=['An open walled arena.'], character=[''],
-         events=[['No event.']]*n)
+b = dict(z=torch.randn(1, n, c.dit.z_ch, r, r), actions=torch.zeros(1, 1 + 4*h, 6),
+         scene=['An open walled arena.'], character=[''], events=[['No event.']]*n)
 b['actions'][..., 4] = 1
-dc = lit.dc; lit.dc = DMDConfig(latents=2, clip=2, context=context); lit.training_step(b, 0); lit.dc = dc      # warm-up: first-call costs
+# warm-up: first-call costs
+dc = lit.dc; lit.dc = DMDConfig(latents=2, clip=2, context=context); lit.training_step(b, 0); lit.dc = dc
 t0 = time.perf_counter(); lit.training_step(b, 0); dt = time.perf_counter() - t0
 print(json.dumps(dict(iter_s=dt, peak_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024)))
 """
 
-def bench_distill(preset: str = 'small', horizons=(16, 32, 64, 128), limit_gb: float = 20.0, timeout: int = 900) -> dict:
-    """Seconds per Stable Forcing iteration and peak resident memory (MB) at each rollout horizon (latents), clip-wise vs full-context
-    scoring, each in a fresh process limited to `limit_gb`; null where a variant ran out of memory or time (and it stops there)."""
-    out = dict(preset=preset, limit_gb=limit_gb, clip=8, clip_note='clip-wise scores 8-latent clips (the whole rollout when shorter)', horizons=list(horizons))
+def bench_distill(preset: str = 'small', horizons=(16, 32, 64, 128), limit_gb: float = 20.0,
+                  timeout: int = 900) -> dict:
+    """Seconds per Stable Forcing iteration and peak resident memory (MB) at each rollout horizon (latents),
+    clip-wise vs full-context scoring, each in a fresh process limited to `limit_gb`; null where a variant ran
+    out of memory or time (and it stops there)."""
+    out = dict(preset=preset, limit_gb=limit_gb, clip=8,
+               clip_note='clip-wise scores 8-latent clips (the whole rollout when shorter)',
+               horizons=list(horizons))
     for context, key in (('clip', 'clipwise'), ('full', 'full')):
         it, peak, stop = [], [], 'all horizons ran'
         for h in horizons:
-            m, why = (None, stop) if it and it[-1] is None else run_probe(_DISTILL_PROBE, [preset, context, h, limit_gb], timeout, f'{context}, horizon {h}')
+            m, why = ((None, stop) if it and it[-1] is None
+                      else run_probe(_DISTILL_PROBE, [preset, context, h, limit_gb], timeout,
+                                     f'{context}, horizon {h}'))
             if m is None:
                 if stop == 'all horizons ran': stop = f'horizon {h}: {why}'
                 it.append(None); peak.append(None); continue
@@ -247,48 +305,62 @@ def bench_distill(preset: str = 'small', horizons=(16, 32, 64, 128), limit_gb: f
 
 # %% ../nbs/09_stable_forcing.ipynb #328d73ea
 def long_loop(seed: int, latents: int, lap_latents: int = 16, res: int = 128, perspective: int = 1):
-    """A loop walked again and again in the world of `seed`: (world, per-frame actions (T, 6), the world's true frames uint8
-    (T, res, res, 3)), T = 1 + 4·(latents − 1). A lap is a self-symmetric loop of P = 4·lap_latents frames ending at the start pose,
-    so frames t and t + P show the same view."""
+    """A loop walked again and again in the world of `seed`: (world, per-frame actions (T, 6), the world's
+    true frames uint8 (T, res, res, 3)), T = 1 + 4·(latents − 1). A lap is a self-symmetric loop of
+    P = 4·lap_latents frames ending at the start pose, so frames t and t + P show the same view."""
     from worldplay2.world import World
     from worldplay2.episodes import loop_actions
     from worldplay2.realtime import true_frames
-    if latents < 2 or lap_latents < 2: raise ValueError(f"a long loop needs latents >= 2 and lap_latents >= 2, got {latents} and {lap_latents}")
+    if latents < 2 or lap_latents < 2:
+        raise ValueError("a long loop needs latents >= 2 and lap_latents >= 2, "
+                         f"got {latents} and {lap_latents}")
     w, P, T = World.from_seed(seed), T_FACTOR*lap_latents, frames_of(latents)
-    lap = loop_actions(w, P + 1, np.random.default_rng(seed), perspective)      # frame 0 stands still; frames 1 … P walk out and back
+    # frame 0 stands still; frames 1 … P walk out and back
+    lap = loop_actions(w, P + 1, np.random.default_rng(seed), perspective)
     acts = np.concatenate([lap[:1]] + [lap[1:]]*(-(-(T - 1)//P)))[:T]
     return w, acts, true_frames(w, acts[1:], res, perspective)
 
 @torch.no_grad()
-def horizon_quality(models: dict, vae, seeds=(0, 1, 2, 3), latents: int = 65, lap_latents: int = 16, chunk: int = 2, seed: int = 0) -> dict:
-    """Long rollouts of each of `models` {name: (MemoryWorld, sampler)} along `long_loop`s from the worlds of `seeds`, chunk-wise
-    through the KV cache: PSNR against the world's frames per chunk (`psnr_by_chunk`) and per lap (`psnr_by_lap`, `ssim_by_lap`),
-    `sharpness` against the world's frames (`control_eval.sharpness`) over the whole rollout and per lap (`sharpness_by_lap`), and for
-    each lap after the first its revisit PSNR — its generated frames against the first lap's at the same poses (`revisit_by_lap`).
-    Means over the seeds."""
+def horizon_quality(models: dict, vae, seeds=(0, 1, 2, 3), latents: int = 65, lap_latents: int = 16,
+                    chunk: int = 2, seed: int = 0) -> dict:
+    """Long rollouts of each of `models` {name: (MemoryWorld, sampler)} along `long_loop`s from the worlds of
+    `seeds`, chunk-wise through the KV cache: PSNR against the world's frames per chunk (`psnr_by_chunk`) and
+    per lap (`psnr_by_lap`, `ssim_by_lap`), `sharpness` against the world's frames (`control_eval.sharpness`)
+    over the whole rollout and per lap (`sharpness_by_lap`), and for each lap after the first its revisit PSNR
+    — its generated frames against the first lap's at the same poses (`revisit_by_lap`). Means over the
+    seeds."""
     from worldplay2.vae import recon_metrics
     from worldplay2.data import frames_to_tensor, tensor_to_frames
     from worldplay2.revisit import loop_rollout
     from worldplay2.control_eval import sharpness
     P, T = T_FACTOR*lap_latents, frames_of(latents)
-    if T <= P: raise ValueError(f"{latents} latents do not finish one lap of {lap_latents} latents: nothing is revisited")
-    loops = [(w, acts, true_np, frames_to_tensor(true_np)[None]) for w, acts, true_np in (long_loop(s, latents, lap_latents, vae.config.res) for s in seeds)]
+    if T <= P:
+        raise ValueError(f"{latents} latents do not finish one lap of {lap_latents} latents: "
+                         "nothing is revisited")
+    loops = [(w, acts, true_np, frames_to_tensor(true_np)[None])
+             for w, acts, true_np in (long_loop(s, latents, lap_latents, vae.config.res) for s in seeds)]
     laps, chunks = frame_spans(T, P), frame_spans(T, T_FACTOR*chunk)
     out = {}
     for name, (mw, sampler) in models.items():
         rows = []
         for w, acts, true_np, true in loops:
             cap = dict(scene=w.scene.caption, character='', event='No event.')
-            gen = loop_rollout(mw, vae, true_np[:1], acts, cap, chunk, teacher=False, seed=seed, sampler=sampler)[:, :T]
+            gen = loop_rollout(mw, vae, true_np[:1], acts, cap, chunk, teacher=False, seed=seed,
+                               sampler=sampler)[:, :T]
             by_lap = [recon_metrics(true[:, l], gen[:, l]) for l in laps]
             first = gen[:, laps[0]]
             gen_np = tensor_to_frames(gen[0])
             rows.append(dict(psnr_by_chunk=[recon_metrics(true[:, c], gen[:, c])['psnr'] for c in chunks],
                              psnr_by_lap=[m['psnr'] for m in by_lap], ssim_by_lap=[m['ssim'] for m in by_lap],
-                             sharpness=sharpness(gen_np[1:], true_np[1:T]), sharpness_by_lap=[sharpness(gen_np[l], true_np[l]) for l in laps],
-                             revisit_by_lap=[recon_metrics(first[:, :l.stop - l.start], gen[:, l])['psnr'] for l in laps[1:]]))
+                             sharpness=sharpness(gen_np[1:], true_np[1:T]),
+                             sharpness_by_lap=[sharpness(gen_np[l], true_np[l]) for l in laps],
+                             revisit_by_lap=[recon_metrics(first[:, :l.stop - l.start], gen[:, l])['psnr']
+                                             for l in laps[1:]]))
         mean = lambda k: [round(float(x), 3) for x in np.mean([r[k] for r in rows], 0)]
-        out[name] = dict(psnr_by_chunk=mean('psnr_by_chunk'), psnr_by_lap=mean('psnr_by_lap'), ssim_by_lap=mean('ssim_by_lap'),
-                         sharpness=round(float(np.mean([r['sharpness'] for r in rows])), 3), sharpness_by_lap=mean('sharpness_by_lap'),
-                         revisit_by_lap=mean('revisit_by_lap'), steps=getattr(sampler, 'steps', None))
-    return dict(models=out, seeds=list(seeds), latents=latents, lap_latents=lap_latents, frames=T, chunk=chunk)
+        out[name] = dict(psnr_by_chunk=mean('psnr_by_chunk'), psnr_by_lap=mean('psnr_by_lap'),
+                         ssim_by_lap=mean('ssim_by_lap'),
+                         sharpness=round(float(np.mean([r['sharpness'] for r in rows])), 3),
+                         sharpness_by_lap=mean('sharpness_by_lap'), revisit_by_lap=mean('revisit_by_lap'),
+                         steps=getattr(sampler, 'steps', None))
+    return dict(models=out, seeds=list(seeds), latents=latents, lap_latents=lap_latents, frames=T,
+                chunk=chunk)

@@ -18,7 +18,8 @@ from .world import footprint_clear, FOOTPRINT
 def _segment(rng, n, jumps=True, pitch=True):
     "One random action segment of `n` frames: a held move, a turn rate, maybe a pitch drift and a jump."
     fwd, lat = rng.choice([1, 0, -1], p=[.55, .3, .15]), rng.choice([0, 1, -1], p=[.6, .2, .2])
-    yaw = 0.0 if rng.random() < .4 else float(rng.choice([-1, 1])*(TURN_RATE if rng.random() < .5 else rng.uniform(.5, 5)))
+    yaw = 0.0 if rng.random() < .4 else float(rng.choice([-1, 1])*(TURN_RATE if rng.random() < .5
+                                                                   else rng.uniform(.5, 5)))
     pit = float(rng.uniform(-1.5, 1.5)) if pitch and rng.random() < .25 else 0.0
     a = np.zeros((n, 6)); a[:, 0], a[:, 1], a[:, 2], a[:, 3] = pit, yaw, fwd, lat
     if jumps and rng.random() < .2: a[rng.integers(n), 5] = 1
@@ -27,15 +28,18 @@ def _segment(rng, n, jumps=True, pitch=True):
 def _still(persp): return np.array([0, 0, 0, 0, persp, 0.])
 
 # %% ../nbs/00a_episodes.ipynb #734483f8
-def navigation_actions(world: World, n_frames: int, rng, perspective: int = None, start: AgentState = None, switch_p=.05):
-    "Random navigation actions (n_frames, 6); the first frame is stationary. `switch_p`: chance per segment to switch perspective."
+def navigation_actions(world: World, n_frames: int, rng, perspective: int = None, start: AgentState = None,
+                       switch_p=.05):
+    """Random navigation actions (n_frames, 6); the first frame is stationary. `switch_p`: chance per segment
+    to switch perspective."""
     persp = int(rng.integers(2)) if perspective is None else perspective
     acts = [_still(persp)]
     s, _ = world.step(start or world.start_state(persp), acts[0], 0.0)
     bumps, spin = 0, TURN_RATE*4
     while len(acts) < n_frames:
         if switch_p and rng.random() < switch_p: persp = 1 - persp
-        level = -np.sign(s.pitch)*min(abs(s.pitch), 1.5) if abs(s.pitch) > 15 else 0.0   # drift back towards level
+        # drift back towards level
+        level = -np.sign(s.pitch)*min(abs(s.pitch), 1.5) if abs(s.pitch) > 15 else 0.0
         for a in _segment(rng, int(rng.integers(8, 41))):
             if len(acts) >= n_frames: break
             a[4] = persp
@@ -49,14 +53,16 @@ def navigation_actions(world: World, n_frames: int, rng, perspective: int = None
 
 # %% ../nbs/00a_episodes.ipynb #a6966220
 def wall_actions(world: World, n_frames: int, rng, perspective: int = None):
-    """Walks into walls and turns away (n_frames, 6); the first frame is stationary. Each round: maybe turn to a new heading, walk
-    forward until a wall stops the walk, keep pressing against it for 2–24 frames (the view is all wall), then turn away at an arrow
-    key's rate or another, on the spot or sliding along the wall, for 20–80 frames. The case navigation leaves rare: its walker turns
-    away after three bumps, at four times an arrow key's rate."""
+    """Walks into walls and turns away (n_frames, 6); the first frame is stationary. Each round: maybe turn to
+    a new heading, walk forward until a wall stops the walk, keep pressing against it for 2–24 frames
+    (the view is all wall), then turn away at an arrow key's rate or another, on the spot or sliding along the
+    wall, for 20–80 frames. The case navigation leaves rare: its walker turns away after three bumps, at four
+    times an arrow key's rate."""
     persp = int(rng.integers(2)) if perspective is None else perspective
     acts = [_still(persp)]
     s, _ = world.step(world.start_state(persp), acts[0], 0.0)
-    def hold(a, n, until_hit=False):                                    # append `a` up to n times; stop at the first bump if asked
+    # append `a` up to n times; stop at the first bump if asked
+    def hold(a, n, until_hit=False):
         nonlocal s
         for _ in range(n):
             if len(acts) >= n_frames: return False
@@ -69,20 +75,23 @@ def wall_actions(world: World, n_frames: int, rng, perspective: int = None):
         if hold(move(fwd=1.0), 64, until_hit=True):                      # walk until a wall stops the walk
             hold(move(fwd=1.0), int(rng.integers(2, 25)))                # press on: the view is all wall
         rate = TURN_RATE if rng.random() < .7 else float(rng.uniform(1, 5))
-        hold(move(yaw=float(rng.choice([-1, 1])*rate), fwd=float(rng.random() < .4)), int(rng.integers(20, 81)))
+        hold(move(yaw=float(rng.choice([-1, 1])*rate), fwd=float(rng.random() < .4)),
+             int(rng.integers(20, 81)))
     return np.array(acts[:n_frames])
 
 
 # %% ../nbs/00a_episodes.ipynb #3c7bfde4
 def loop_actions(world: World, n_frames: int, rng, perspective: int = None, tries: int = 30):
-    "A self-symmetric loop (RevisitBench): a random collision-free first half, then its inversion. Pose t equals pose (2h − t), h = (n_frames − 1)//2."
+    """A self-symmetric loop (RevisitBench): a random collision-free first half, then its inversion. Pose t
+    equals pose (2h − t), h = (n_frames − 1)//2."""
     persp = int(rng.integers(2)) if perspective is None else perspective
     half = (n_frames - 1)//2
     s, _ = world.step(world.start_state(persp), _still(persp), 0.0)
     first = []
     while len(first) < half:
         n = min(int(rng.integers(8, 33)), half - len(first))
-        for _ in range(tries):                                          # redraw a segment until it bumps into nothing
+        # redraw a segment until it bumps into nothing
+        for _ in range(tries):
             seg = _segment(rng, n, jumps=False); seg[:, 4] = persp
             s2, ok = s, True
             for i, a in enumerate(seg):
@@ -100,7 +109,8 @@ def loop_actions(world: World, n_frames: int, rng, perspective: int = None, trie
     return np.concatenate([acts, np.tile(_still(persp), (n_frames - len(acts), 1))]) + 0.0   # + 0.0: no -0.0
 
 # %% ../nbs/00a_episodes.ipynb #6f02ff31
-_KIND_COLOURS = dict(crate='#a0522d', tree='#2e8b57', pillar='#aaaaaa', lamp='#333333', rock='#777777', barrel='#d2691e', chest='#daa520')
+_KIND_COLOURS = dict(crate='#a0522d', tree='#2e8b57', pillar='#aaaaaa', lamp='#333333', rock='#777777',
+                     barrel='#d2691e', chest='#daa520')
 
 def plot_map(world: World, trajectories=(), ax=None, t: float = 0.0):
     "Top-down map of `world` at time `t` (y down) with character trajectories (each (T, ≥2) x, y)."
@@ -111,11 +121,13 @@ def plot_map(world: World, trajectories=(), ax=None, t: float = 0.0):
     for o in world.scene.objects:
         if not o.exists(t): continue
         kind, h = FOOTPRINT[o.kind]
-        ax.add_patch(Rectangle((o.x - h*o.size, o.y - h*o.size), 2*h*o.size, 2*h*o.size, color=_KIND_COLOURS[o.kind]) if kind == 'box'
+        ax.add_patch(Rectangle((o.x - h*o.size, o.y - h*o.size), 2*h*o.size, 2*h*o.size,
+                               color=_KIND_COLOURS[o.kind]) if kind == 'box'
                      else Circle((o.x, o.y), max(h*o.size, .25), color=_KIND_COLOURS[o.kind]))
     for i, p in enumerate(trajectories):
         ax.plot(p[:, 0], p[:, 1], lw=1.5, color=f'C{i}'); ax.plot(p[0, 0], p[0, 1], 'o', color=f'C{i}', ms=4)
-    ax.set_xlim(-.5, ARENA + .5); ax.set_ylim(ARENA + .5, -.5); ax.set_aspect('equal'); ax.set_xticks([]); ax.set_yticks([])
+    ax.set_xlim(-.5, ARENA + .5); ax.set_ylim(ARENA + .5, -.5)
+    ax.set_aspect('equal'); ax.set_xticks([]); ax.set_yticks([])
     ax.set_title(f"{world.scene.style}, {world.scene.layout}", fontsize=9)
     return ax
 
@@ -123,7 +135,8 @@ def plot_map(world: World, trajectories=(), ax=None, t: float = 0.0):
 EVENT_CATEGORIES = ('transition', 'addition', 'removal', 'interaction')
 
 def _in_view(world, pose, x, y, max_dist=10.0, margin=8.0):
-    "Is the point (x, y) in the camera's view at `pose`: inside the field of view, close enough, and with no wall in between?"
+    """Is the point (x, y) in the camera's view at `pose`: inside the field of view, close enough, and with no
+    wall in between?"""
     cx, cy, _, yaw, _ = world.camera(pose[None])[0]
     d = math.hypot(x - cx, y - cy)
     bearing = (math.degrees(math.atan2(y - cy, x - cx)) - yaw + 180) % 360 - 180
@@ -140,8 +153,11 @@ def _interaction(base: World, n_frames, rng, persp):
     for k in range(12):                                               # a chest 4-6 m away along a free line
         yaw, dist = math.radians(s0.yaw + 30*k), rng.uniform(4, 6)
         cx, cy = s0.x + dist*math.cos(yaw), s0.y + dist*math.sin(yaw)
-        free = all(not base.blocked(s0.x + f*(cx - s0.x), s0.y + f*(cy - s0.y)) for f in np.linspace(0, 1, 20))
-        if 1 < cx < ARENA - 1 and 1 < cy < ARENA - 1 and free and footprint_clear(cx, cy, scene.walls, scene.objects, .8): break
+        free = all(not base.blocked(s0.x + f*(cx - s0.x), s0.y + f*(cy - s0.y))
+                   for f in np.linspace(0, 1, 20))
+        if (1 < cx < ARENA - 1 and 1 < cy < ARENA - 1 and free
+                and footprint_clear(cx, cy, scene.walls, scene.objects, .8)):
+            break
     else: return None
     objects = scene.objects + [SceneObject('chest', float(cx), float(cy), 1.0)]
     w = World(replace(scene, objects=objects), base.character.name)
@@ -149,15 +165,18 @@ def _interaction(base: World, n_frames, rng, persp):
     s, _ = w.step(w.start_state(persp), acts[0], 0.0)
     while len(acts) < n_frames - 1 and math.hypot(cx - s.x, cy - s.y) >= 1.8:   # steer to the chest
         bearing = (math.degrees(math.atan2(cy - s.y, cx - s.x)) - s.yaw + 180) % 360 - 180
-        acts.append(np.array([0, np.clip(bearing, -2*TURN_RATE, 2*TURN_RATE), float(abs(bearing) < 20), 0, persp, 0]))
+        acts.append(np.array([0, np.clip(bearing, -2*TURN_RATE, 2*TURN_RATE), float(abs(bearing) < 20),
+                              0, persp, 0]))
         s, _ = w.step(s, acts[-1], (len(acts) - 1)/FPS)
     start = len(acts)/FPS
     if start > n_frames/FPS - 2: return None
     who = 'character' if persp == 0 else 'player'
-    w = World(w.scene, w.character.name, [Event('interaction', start, start + 1.0, len(objects) - 1,
-                                                  f"The {who} walks up to the treasure chest and it opens, revealing gold.")])
+    w = World(w.scene, w.character.name,
+              [Event('interaction', start, start + 1.0, len(objects) - 1,
+                     f"The {who} walks up to the treasure chest and it opens, revealing gold.")])
     acts += [_still(persp)]*FPS                                         # watch it open for a second
-    if len(acts) < n_frames: acts += list(navigation_actions(w, n_frames - len(acts) + 1, rng, persp, s, switch_p=0)[1:])
+    if len(acts) < n_frames:
+        acts += list(navigation_actions(w, n_frames - len(acts) + 1, rng, persp, s, switch_p=0)[1:])
     return w, np.array(acts[:n_frames])
 
 # %% ../nbs/00a_episodes.ipynb #b1bcd05f
@@ -173,25 +192,30 @@ def _add_or_remove(base: World, category, acts, rng, persp):
             i = cands[rng.integers(len(cands))]
             objects = [replace(o, t_off=te) if j == i else o for j, o in enumerate(scene.objects)]
             text = f"The {scene.objects[i].kind} in front of the {_subject(persp)} vanishes."
-            return World(replace(scene, objects=objects), base.character.name, [Event('removal', te, te + .5, i, text)]), acts
+            return World(replace(scene, objects=objects), base.character.name,
+                         [Event('removal', te, te + .5, i, text)]), acts
         cam = base.camera(pose[None])[0]
         for _ in range(20):                                           # a free spot 3.5-6 m ahead, in view
             ang, d = math.radians(cam[3] + rng.uniform(-18, 18)), rng.uniform(3.5, 6)
             x, y = cam[0] + d*math.cos(ang), cam[1] + d*math.sin(ang)
             kind = ('crate', 'tree', 'pillar', 'barrel', 'rock')[rng.integers(5)]
-            if (1 < x < ARENA - 1 and 1 < y < ARENA - 1 and footprint_clear(x, y, scene.walls, scene.objects, FOOTPRINT[kind][1] + .4)
+            if (1 < x < ARENA - 1 and 1 < y < ARENA - 1
+                    and footprint_clear(x, y, scene.walls, scene.objects, FOOTPRINT[kind][1] + .4)
                     and math.hypot(x - pose[0], y - pose[1]) > 1.5 and _in_view(base, pose, x, y)):
                 objects = scene.objects + [SceneObject(kind, float(x), float(y), 1.0, t_on=te)]
                 text = f"A {kind} appears in front of the {_subject(persp)}."
-                return World(replace(scene, objects=objects), base.character.name, [Event('addition', te, te + .5, len(objects) - 1, text)]), acts
+                return World(replace(scene, objects=objects), base.character.name,
+                             [Event('addition', te, te + .5, len(objects) - 1, text)]), acts
     return None
 
 # %% ../nbs/00a_episodes.ipynb #16efce5c
 def event_world(seed: int, n_frames: int, category: str = None, character: str = None, rng=None):
-    "A world with one event of `category` (transition | addition | removal | interaction), and actions that show it: `(world, actions)`."
+    """A world with one event of `category` (transition | addition | removal | interaction), and actions that
+    show it: `(world, actions)`."""
     rng = rng or np.random.default_rng([seed, 0xE7E])
     category = category or EVENT_CATEGORIES[rng.integers(len(EVENT_CATEGORIES))]
-    if category not in EVENT_CATEGORIES: raise ValueError(f"unknown event category '{category}'; known: {EVENT_CATEGORIES}")
+    if category not in EVENT_CATEGORIES:
+        raise ValueError(f"unknown event category '{category}'; known: {EVENT_CATEGORIES}")
     base, persp = World.from_seed(seed, character), int(rng.integers(2))
     if category == 'interaction':
         staged = _interaction(base, n_frames, rng, persp)
@@ -199,11 +223,14 @@ def event_world(seed: int, n_frames: int, category: str = None, character: str =
     acts = navigation_actions(base, n_frames, rng, persp, switch_p=0)
     if category in ('addition', 'removal'):
         staged = _add_or_remove(base, category, acts, rng, persp)
-        return staged or event_world(seed, n_frames, 'addition' if category == 'removal' else 'transition', character, rng)
+        return staged or event_world(seed, n_frames, 'addition' if category == 'removal' else 'transition',
+                                     character, rng)
     te = float(np.round(rng.uniform(.3, .6)*n_frames)/FPS)
-    options = [k for k in TRANSITIONS if not (k in ('night', 'sunset') and not 7 <= base.scene.time_of_day <= 16)]
+    options = [k for k in TRANSITIONS
+               if not (k in ('night', 'sunset') and not 7 <= base.scene.time_of_day <= 16)]
     what = options[rng.integers(len(options))]
-    return World(base.scene, base.character.name, [Event('transition', te, te + 2.5, what, TRANSITIONS[what])]), acts
+    return World(base.scene, base.character.name,
+                 [Event('transition', te, te + 2.5, what, TRANSITIONS[what])]), acts
 
 # %% ../nbs/00a_episodes.ipynb #d6b7314c
 def caption_windows(events, seconds: float, window: float = 5.0):
@@ -216,7 +243,8 @@ def caption_windows(events, seconds: float, window: float = 5.0):
     return out
 
 def make_caption(w: World, poses, seconds: float) -> dict:
-    "An episode's caption JSON (paper schema): scene, character (None in first person), UI, dynamic_interactions."
+    """An episode's caption JSON (paper schema): scene, character (None in first person), UI,
+    dynamic_interactions."""
     third = bool(np.any(np.asarray(poses)[:, 5] == 0))
     return dict(scene=w.scene.caption, character=w.character.words if third else None, UI=None,
                 dynamic_interactions=caption_windows(w.events, seconds))
@@ -226,23 +254,32 @@ def world_to_dict(w: World) -> dict:
     "Everything needed to rebuild `w` exactly: scene, character and events (JSON-ready)."
     s, fin = w.scene, (lambda v: v if math.isfinite(v) else None)
     return dict(seed=s.seed, style=s.style, layout=s.layout, walls=[list(map(float, x)) for x in s.walls],
-                objects=[dict(kind=o.kind, x=o.x, y=o.y, size=o.size, t_on=fin(o.t_on), t_off=fin(o.t_off)) for o in s.objects],
+                objects=[dict(kind=o.kind, x=o.x, y=o.y, size=o.size, t_on=fin(o.t_on), t_off=fin(o.t_off))
+                         for o in s.objects],
                 time_of_day=s.time_of_day, start=list(s.start), character=w.character.name,
-                events=[dict(kind=e.kind, start=e.start, end=e.end, what=e.what, text=e.text) for e in w.events])
+                events=[dict(kind=e.kind, start=e.start, end=e.end, what=e.what, text=e.text)
+                        for e in w.events])
 
 WORLD_FIELDS = ('seed', 'style', 'layout', 'walls', 'objects', 'time_of_day', 'start', 'character', 'events')
 
 def world_from_dict(d: dict) -> World:
-    "Rebuild a `World` written by `world_to_dict`; a description with a field missing or malformed is a ValueError naming it."
-    if not isinstance(d, dict): raise ValueError(f"a world description is a dict of {', '.join(WORLD_FIELDS)}; got {type(d).__name__}")
+    """Rebuild a `World` written by `world_to_dict`; a description with a field missing or malformed is a
+    ValueError naming it."""
+    if not isinstance(d, dict):
+        raise ValueError(f"a world description is a dict of {', '.join(WORLD_FIELDS)}; "
+                         f"got {type(d).__name__}")
     missing = [k for k in WORLD_FIELDS if k not in d]
-    if missing: raise ValueError(f"the world description lacks {', '.join(missing)} (it has {', '.join(map(str, d)) or 'nothing'})")
+    if missing:
+        raise ValueError(f"the world description lacks {', '.join(missing)} "
+                         f"(it has {', '.join(map(str, d)) or 'nothing'})")
     unfin = lambda v, inf: inf if v is None else v
     part = 'objects'
     try:
-        objs = [SceneObject(o['kind'], o['x'], o['y'], o['size'], unfin(o['t_on'], -math.inf), unfin(o['t_off'], math.inf)) for o in d['objects']]
+        objs = [SceneObject(o['kind'], o['x'], o['y'], o['size'], unfin(o['t_on'], -math.inf),
+                            unfin(o['t_off'], math.inf)) for o in d['objects']]
         part = 'walls, start or style'
-        scene = Scene(d['seed'], d['style'], d['layout'], [tuple(x) for x in d['walls']], objs, d['time_of_day'], tuple(d['start']))
+        scene = Scene(d['seed'], d['style'], d['layout'], [tuple(x) for x in d['walls']], objs,
+                      d['time_of_day'], tuple(d['start']))
         part = 'events'
         return World(scene, d['character'], [Event(**e) for e in d['events']])
     except (KeyError, TypeError, ValueError, IndexError) as e:
@@ -251,10 +288,12 @@ def world_from_dict(d: dict) -> World:
 # %% ../nbs/00a_episodes.ipynb #e343f937
 @dataclass
 class Episode:
-    "One episode: frames with per-frame actions, poses and world state, plus the caption and how to rebuild its world."
+    """One episode: frames with per-frame actions, poses and world state, plus the caption and how to rebuild
+    its world."""
     frames: np.ndarray        # (T, H, W, 3) uint8
     actions: np.ndarray       # (T, 6) float32 [pitch, yaw, forward, lateral, perspective, jump]
-    poses: np.ndarray         # (T, 6) float64 character [x, y, z, yaw, pitch, perspective]; NaN when unknown (recorded video)
+    # (T, 6) float64 character [x, y, z, yaw, pitch, perspective]; NaN when unknown (recorded video)
+    poses: np.ndarray
     cameras: np.ndarray       # (T, 5) float64 camera [x, y, z, yaw, pitch]; NaN when unknown
     state: np.ndarray         # (T, 5) float32 [time_of_day, fog, rain, snow, chest_open]; NaN when unknown
     caption: dict
@@ -266,21 +305,25 @@ class Episode:
     @property
     def world(self) -> World:
         "The episode's world, rebuilt (synthetic episodes only)."
-        if 'world' not in self.meta: raise ValueError("this episode has no world description (a recorded video?)")
+        if 'world' not in self.meta:
+            raise ValueError("this episode has no world description (a recorded video?)")
         return world_from_dict(self.meta['world'])
 
 EPISODE_KINDS = ('navigation', 'loop', 'event', 'wall')
 
 # %% ../nbs/00a_episodes.ipynb #db1cac6c
-def make_episode(kind: str, seed: int, seconds: float = 10.0, res: int = 64, depth: bool = False, category: str = None,
-                 mirrored: bool = False) -> Episode:
-    """Generate one episode of `kind` (navigation | loop | event | wall) from `seed`: actions, trajectory, frames, state and caption.
-    `mirrored`: the episode's twin, from the same first frame under the opposite commands (pitch, yaw, forward and lateral negated
-    from the second frame on, as `controls.mirror_actions`), the counterfactual that `eval control` judges a model against."""
+def make_episode(kind: str, seed: int, seconds: float = 10.0, res: int = 64, depth: bool = False,
+                 category: str = None, mirrored: bool = False) -> Episode:
+    """Generate one episode of `kind` (navigation | loop | event | wall) from `seed`: actions, trajectory,
+    frames, state and caption. `mirrored`: the episode's twin, from the same first frame under the opposite
+    commands (pitch, yaw, forward and lateral negated from the second frame on, as `controls.mirror_actions`),
+    the counterfactual that `eval control` judges a model against."""
     if kind not in EPISODE_KINDS: raise ValueError(f"unknown episode kind '{kind}'; known: {EPISODE_KINDS}")
-    if not (seconds > 0 and res >= 8): raise ValueError(f"need seconds > 0 and res >= 8, got seconds={seconds}, res={res}")
+    if not (seconds > 0 and res >= 8):
+        raise ValueError(f"need seconds > 0 and res >= 8, got seconds={seconds}, res={res}")
     n = int(round(seconds*FPS))
-    n += kind == 'loop' and n % 2 == 0                                   # loops have an odd length: out, turn, back
+    # loops have an odd length: out, turn, back
+    n += kind == 'loop' and n % 2 == 0
     rng = np.random.default_rng([seed, EPISODE_KINDS.index(kind)])
     if kind == 'event': w, acts = event_world(seed, n, category, rng=rng)
     else:
@@ -291,9 +334,10 @@ def make_episode(kind: str, seed: int, seconds: float = 10.0, res: int = 64, dep
     times = np.arange(n)/FPS
     frames, dep = w.render(poses, times, res)
     st = [w.state(t) for t in times]
-    state = np.array([[s.time_of_day, s.fog, s.rain, s.snow, s.chest_open.max(initial=0)] for s in st], np.float32)
+    state = np.array([[s.time_of_day, s.fog, s.rain, s.snow, s.chest_open.max(initial=0)]
+                      for s in st], np.float32)
     meta = dict(kind=kind, seed=seed, fps=FPS, res=res, n_frames=n, world=world_to_dict(w))
     if kind == 'loop': meta['loop'] = dict(turn=(n - 1)//2, end=n - 1)
     if mirrored: meta['mirrored'] = True
-    return Episode(frames, acts.astype(np.float32), poses, w.camera(poses), state, make_caption(w, poses, n/FPS), meta,
-                   dep.astype(np.float16) if depth else None)
+    return Episode(frames, acts.astype(np.float32), poses, w.camera(poses), state,
+                   make_caption(w, poses, n/FPS), meta, dep.astype(np.float16) if depth else None)

@@ -51,12 +51,7 @@ def load_folder(folder, kind: str = None):
     match the weights, or another class than `kind` is a ValueError naming the problem."""
     have = checkpoint_kind(folder)
     if kind is not None and have != kind: raise ValueError(f"{folder} holds a {have}, not a {kind}")
-    try: net = _loaders()[have](folder)
-    except RuntimeError as e:                                                       # load_state_dict: missing, unexpected or misshapen weights
-        raise ValueError(f"{folder}: the weights do not match its config.json ({str(e).splitlines()[0]} …)") from None
-    for m in (net, getattr(net, 'mw', None), getattr(getattr(net, 'mw', net), 'model', None)):   # a PDD student, its memory world, its DiT
-        if isinstance(m, torch.nn.Module): m.checkpoint = str(folder)          # named by errors about what it produces (`check_finite`)
-    return net
+    return _loaders()[have](folder)              # each loader names the folder in its errors and on the network (`checkpoint`)
 
 # %% ../nbs/12_hub.ipynb #dcde46c1
 HUB_FILES = ['config.json', 'model.safetensors', 'README.md', 'metrics.json', 'training.csv']
@@ -274,7 +269,8 @@ def _share_latents(out: Path, stage: str, order: list):
 
 def train_all(out, preset: str = 'small', workers: int = 1, progress: bool = True, stages: list = None, **trainer_kw) -> dict:
     """The whole recipe (see above) into `out`, resumable; `stages` limits it to some of them (in order). Returns the recipe record."""
-    from worldplay2.data import generate, write_json_atomic
+    from worldplay2.data import generate, write_json_atomic, load_json, claim_outputs, own_outputs
+    from worldplay2.train import claim_run, RUN_ENTRIES, RUN_LEGACY
     from worldplay2.train import train_vae, train_base
     from worldplay2.compressor import train_compressor
     from worldplay2.teacher_forcing import train_forcing
@@ -300,6 +296,9 @@ def train_all(out, preset: str = 'small', workers: int = 1, progress: bool = Tru
     todo = stages or order
     unknown = [s for s in todo if s not in order]
     if unknown: raise ValueError(f"unknown stage(s) {unknown}; the recipe's stages: {', '.join(order)}")
+    def earlier_run(p): claim_outputs(p, RUN_ENTRIES, legacy=RUN_LEGACY); return True       # a stage folder an earlier version wrote
+    legacy = {s: earlier_run for s in runs} | {'data': lambda p: (p/'dataset.json').is_file(), 'recipe.json': lambda p: 'stages' in dict(load_json(p))}
+    own_outputs(claim_outputs(out, order + ['recipe.json'], legacy=legacy), order + ['recipe.json'])   # before any work
     rec_path = out/'recipe.json'
     rec = json.loads(rec_path.read_text()) if rec_path.exists() else dict(preset=preset, stages={})
     if rec.get('preset') != preset: raise ValueError(f"{out} holds a '{rec.get('preset')}' recipe: use another --out for '{preset}'")
@@ -313,6 +312,7 @@ def train_all(out, preset: str = 'small', workers: int = 1, progress: bool = Tru
             for kind, n, seconds, seed in r['data']: generate(data, n, kind, seconds, r['res'], seed, workers, progress=progress)
             m = dict(episodes=sum(n for _, n, _, _ in r['data']))
         else:
+            claim_run(out/stage)
             _share_latents(out, stage, order)
             m = runs[stage](out/stage)
         rec['stages'][stage] = dict(wall_s_this_run=round(time.time() - t0, 1), metrics=m)

@@ -16,8 +16,9 @@ import lightning as L
 from .dit import shift_sigma
 from .vae import check_fields
 from .controls import turned_before, frames_of, frame_spans, T_FACTOR
-from .teacher_forcing import (MemoryWorld, ForcingConfig, FORCING_TRAIN, forcing_inputs, clip_start, forcing_loaders,
-                                        memory_world_config, memory_world_from_config, load_memory_world)
+from .teacher_forcing import (MemoryWorld, ForcingConfig, FORCING_TRAIN, forcing_inputs, clip_start,
+                                        forcing_loaders, memory_world_config, memory_world_from_config,
+                                        load_memory_world)
 
 # %% ../nbs/08_pdd.ipynb #205af62a
 @dataclass
@@ -29,33 +30,42 @@ class PDDConfig:
 
     def __post_init__(self):
         check_fields(self, blocks='[1, inf)', intervals='[1, inf)')
-        if self.solver not in ('euler', 'midpoint'): raise ValueError(f"unknown solver '{self.solver}'; known: euler, midpoint")
+        if self.solver not in ('euler', 'midpoint'):
+            raise ValueError(f"unknown solver '{self.solver}'; known: euler, midpoint")
 
     @property
     def n(self): return self.blocks*self.intervals
 
 def pdd_sigmas(pc: PDDConfig, shift: float):
-    "The N + 1 interval edges, σ from 1 down to 0 on the model's shifted grid; block b spans edges b·C … (b+1)·C."
+    """The N + 1 interval edges, σ from 1 down to 0 on the model's shifted grid; block b spans edges b·C …
+    (b+1)·C."""
     return shift_sigma(torch.linspace(1, 0, pc.n + 1), shift)
 
 # %% ../nbs/08_pdd.ipynb #b4ff62a9
 class HeadBank(nn.Module):
-    "N linear output heads on one feature: (B, L, d) -> (B, L, N, o). Built from a trained head (every copy starts equal to it)."
+    """N linear output heads on one feature: (B, L, d) -> (B, L, N, o). Built from a trained head
+    (every copy starts equal to it)."""
     def __init__(self, head: nn.Linear = None, n: int = 1, weight=None, bias=None):
         super().__init__()
-        if weight is None: weight, bias = head.weight.detach()[None].repeat(n, 1, 1), head.bias.detach()[None].repeat(n, 1)
-        self.weight, self.bias = nn.Parameter(weight.clone()), nn.Parameter(bias.clone())     # (N, o, d), (N, o)
+        if weight is None:
+            weight, bias = head.weight.detach()[None].repeat(n, 1, 1), head.bias.detach()[None].repeat(n, 1)
+        # (N, o, d), (N, o)
+        self.weight, self.bias = nn.Parameter(weight.clone()), nn.Parameter(bias.clone())
 
     def __len__(self): return len(self.weight)
 
     def forward(self, h, mix=None):
-        "Every head's output, or with `mix` (M, N) M weighted sums of them: (B, L, N or M, o). Differentiable in the heads either way."
-        W, b = (self.weight, self.bias) if mix is None else (torch.einsum('mn,nod->mod', mix, self.weight), mix @ self.bias)
+        """Every head's output, or with `mix` (M, N) M weighted sums of them: (B, L, N or M, o).
+        Differentiable in the heads either way."""
+        W, b = ((self.weight, self.bias) if mix is None
+                else (torch.einsum('mn,nod->mod', mix, self.weight), mix @ self.bias))
         return torch.einsum('bld,mod->blmo', h, W) + b
 
     def fold(self, mix) -> 'HeadBank':
-        "A detached bank of M heads whose outputs are the `mix` (M, N) weighted sums of these heads' outputs (a head is linear)."
-        return HeadBank(weight=torch.einsum('mn,nod->mod', mix, self.weight).detach(), bias=(mix @ self.bias).detach())
+        """A detached bank of M heads whose outputs are the `mix` (M, N) weighted sums of these heads' outputs
+        (a head is linear)."""
+        return HeadBank(weight=torch.einsum('mn,nod->mod', mix, self.weight).detach(),
+                        bias=(mix @ self.bias).detach())
 
 # %% ../nbs/08_pdd.ipynb #e1650731
 class PDDWorld(nn.Module):
@@ -64,7 +74,8 @@ class PDDWorld(nn.Module):
         super().__init__()
         self.mw, self.pc = mw, pc
         self.heads = HeadBank(mw.model.dit.head, pc.n)
-        mw.model.dit.head.requires_grad_(False)                                 # replaced by the bank: no gradient ever reaches it
+        # replaced by the bank: no gradient ever reaches it
+        mw.model.dit.head.requires_grad_(False)
 
     @property
     def config(self): return self.mw.config
@@ -72,11 +83,13 @@ class PDDWorld(nn.Module):
     def sigmas(self): return pdd_sigmas(self.pc, self.config.dit.shift)
 
     def forward(self, x, sigma, actions, captions=None, memory=None, t0=0, mask=None, **kw):
-        "Every interval's mean velocity from one forward: (N, B, n, C, h, w); sigma (B, n) is each latent's block start."
+        """Every interval's mean velocity from one forward: (N, B, n, C, h, w); sigma (B, n) is each latent's
+        block start."""
         return self.mw(x, sigma, actions, captions, memory, t0=t0, mask=mask, head=self.heads, **kw)
 
     def block_mix(self, b: int):
-        "(2, N): block b's interval-width average of its heads (the block's mean velocity), and its last interval's head alone."
+        """(2, N): block b's interval-width average of its heads (the block's mean velocity), and its last
+        interval's head alone."""
         s, C = self.sigmas(), self.pc.intervals
         mix = torch.zeros(2, self.pc.n)
         width = s[b*C:(b + 1)*C] - s[b*C + 1:(b + 1)*C + 1]
@@ -84,17 +97,21 @@ class PDDWorld(nn.Module):
         return mix.to(self.heads.weight)
 
     def folded(self):
-        "Per block, a 2-head layer (`block_mix`) folded into one linear layer: one network evaluation per block."
+        """Per block, a 2-head layer (`block_mix`) folded into one linear layer: one network evaluation per
+        block."""
         return [self.heads.fold(self.block_mix(b)) for b in range(self.pc.blocks)]
 
     def sampler(self, live: bool = False):
-        "The K-step sampler: with folded (detached) heads, or `live` ones that mix the bank on the fly (gradients reach the heads)."
-        heads = [partial(self.heads, mix=self.block_mix(b)) for b in range(self.pc.blocks)] if live else self.folded()
+        """The K-step sampler: with folded (detached) heads, or `live` ones that mix the bank on the fly
+        (gradients reach the heads)."""
+        heads = ([partial(self.heads, mix=self.block_mix(b)) for b in range(self.pc.blocks)] if live
+                 else self.folded())
         return PDDSampler(self.sigmas()[::self.pc.intervals], heads)
 
 @dataclass
 class PDDSampler:
-    "K steps, consistency style: from a block's start, jump to its end with the block's mean velocity, predict x0, re-noise to the next block's start."
+    """K steps, consistency style: from a block's start, jump to its end with the block's mean velocity,
+    predict x0, re-noise to the next block's start."""
     edges: torch.Tensor         # (K + 1,) block edges, 1 -> 0
     heads: list                 # per block, the 2-head layer of `PDDWorld.folded`
 
@@ -102,17 +119,20 @@ class PDDSampler:
     def steps(self): return len(self.heads)
 
     def clean(self, velocity, z, b: int, known=None):
-        "Step b's clean prediction from z at the block's start: jump to its end with the mean velocity, then on to σ = 0 with the last."
+        """Step b's clean prediction from z at the block's start: jump to its end with the mean velocity, then
+        on to σ = 0 with the last."""
         a, e = self.edges[b].item(), self.edges[b + 1].item()
         known = torch.zeros(z.shape[:2], dtype=torch.bool, device=z.device) if known is None else known
-        u, u_last = velocity(z, torch.where(known, 0.0, a).to(z), True, head=self.heads[b])     # (B, n, C, h, w) each
+        # (B, n, C, h, w) each
+        u, u_last = velocity(z, torch.where(known, 0.0, a).to(z), True, head=self.heads[b])
         return z + (e - a)*u - e*u_last
 
     @torch.no_grad()
     def __call__(self, velocity, x, known=None, generator=None, trace: list = None, stop: int = None):
-        """Sample latents shaped like `x` (noise is drawn); `velocity(x, sigma, cond, head=...)` as in `EulerSampler`; `known` (B, n)
-        frames stay as given. `trace`, if a list, receives per step (x at the block's start, the step); `stop`: return the clean
-        prediction of that step instead of going on (a Self-Forcing-style exit)."""
+        """Sample latents shaped like `x` (noise is drawn); `velocity(x, sigma, cond, head=...)` as in
+        `EulerSampler`; `known` (B, n) frames stay as given. `trace`, if a list, receives per step (x at the
+        block's start, the step); `stop`: return the clean prediction of that step instead of going on
+        (a Self-Forcing-style exit)."""
         known = torch.zeros(x.shape[:2], dtype=torch.bool, device=x.device) if known is None else known
         kk = known[..., None, None, None]
         noise = lambda: torch.randn(x.shape, generator=generator, device=x.device)
@@ -122,54 +142,70 @@ class PDDSampler:
             x0 = torch.where(kk, x, self.clean(velocity, z, b, known))
             e = self.edges[b + 1].item()
             if b == stop or e == 0: return x0
-            z = torch.where(kk, x, (1 - e)*x0 + e*noise())                                    # fresh noise to the next block's start
+            # fresh noise to the next block's start
+            z = torch.where(kk, x, (1 - e)*x0 + e*noise())
         return z
 
 # %% ../nbs/08_pdd.ipynb #0a255f85
-def pdd_loss(student: PDDWorld, ar: MemoryWorld, z, z_lr, actions, captions, t: int, C: int, k: int, generator=None):
-    "Eq. 6 on k chunks of C latents from t: each chunk draws a block and an interval; target = the frozen AR model's velocity there."
+def pdd_loss(student: PDDWorld, ar: MemoryWorld, z, z_lr, actions, captions, t: int, C: int, k: int,
+             generator=None):
+    """Eq. 6 on k chunks of C latents from t: each chunk draws a block and an interval; target = the frozen AR
+    model's velocity there."""
     pc, (B, dev) = student.pc, (z.shape[0], z.device)
     gdev = generator.device if generator is not None else dev
     s = student.sigmas().to(z)
-    per = lambda v: v.repeat_interleave(C, 1)                                   # per chunk (B, k) -> per latent (B, k·C)
-    a = per(torch.randint(pc.blocks, (B, k), generator=generator, device=gdev).to(dev))*pc.intervals    # each latent's block start
-    i = a + per(torch.randint(pc.intervals, (B, k), generator=generator, device=gdev).to(dev))          # and its interval
+    # per chunk (B, k) -> per latent (B, k·C)
+    per = lambda v: v.repeat_interleave(C, 1)
+    # each latent's block start
+    a = per(torch.randint(pc.blocks, (B, k), generator=generator, device=gdev).to(dev))*pc.intervals
+    # and its interval
+    i = a + per(torch.randint(pc.intervals, (B, k), generator=generator, device=gdev).to(dev))
     x0 = z[:, t:t + k*C]
     sa = s[a][..., None, None, None]
     x_a = (1 - sa)*x0 + sa*torch.randn(x0.shape, generator=generator, device=gdev).to(z)
     mem, mask, acts = forcing_inputs(student.mw, z, z_lr, actions, t, C, k)
-    turned = turned_before(actions, t)                                          # a camera_rope model's offsets count from the stream's start
-    u = student(x_a, s[a], acts, captions, mem, t0=t, mask=mask, turned=turned)  # (N, B, n, ...) every interval's mean velocity
+    # a camera_rope model's offsets count from the stream's start
+    turned = turned_before(actions, t)
+    # (N, B, n, ...) every interval's mean velocity
+    u = student(x_a, s[a], acts, captions, mem, t0=t, mask=mask, turned=turned)
     j = torch.arange(pc.n, device=dev)[:, None, None]
-    step = torch.where((j >= a) & (j < i), (s[1:] - s[:-1])[:, None, None], 0.0)   # (N, B, n) σ widths of intervals a … i−1
-    x_i = x_a + (step[..., None, None, None]*u.detach()).sum(0)                # the student's own state at interval i (stop-gradient)
+    # (N, B, n) σ widths of intervals a … i−1
+    step = torch.where((j >= a) & (j < i), (s[1:] - s[:-1])[:, None, None], 0.0)
+    # the student's own state at interval i (stop-gradient)
+    x_i = x_a + (step[..., None, None, None]*u.detach()).sum(0)
     with torch.no_grad():
         tmem, tmask, _ = forcing_inputs(ar, z, z_lr, actions, t, C, k)
         v = ar(x_i, s[i], acts, captions, tmem, t0=t, mask=tmask, turned=turned)
         if pc.solver == 'midpoint':
             sm = (s[i] + s[i + 1])/2
-            v = ar(x_i + (sm - s[i])[..., None, None, None]*v, sm, acts, captions, tmem, t0=t, mask=tmask, turned=turned)
+            v = ar(x_i + (sm - s[i])[..., None, None, None]*v, sm, acts, captions, tmem, t0=t, mask=tmask,
+                   turned=turned)
     u_i = u.gather(0, i[None, ..., None, None, None].expand((1,) + u.shape[1:]))[0]
     return F.mse_loss(u_i, v)
 
 # %% ../nbs/08_pdd.ipynb #12c99959
 class LitPDD(L.LightningModule):
     "Stage 5 with Lightning: the student with heads learns eq. 6 from the frozen many-step AR model."
-    def __init__(self, student: PDDWorld, ar: MemoryWorld, fc: ForcingConfig, lr: float = 5e-5, max_steps: int = None, warmup: int = 50):
+    def __init__(self, student: PDDWorld, ar: MemoryWorld, fc: ForcingConfig, lr: float = 5e-5,
+                 max_steps: int = None, warmup: int = 50):
         super().__init__()
-        self.student, self.ar, self.fc, self.lr, self.max_steps, self.warmup = student, ar.eval().requires_grad_(False), fc, lr, max_steps, warmup
+        self.student, self.ar, self.fc, self.lr, self.max_steps, self.warmup = (
+            student, ar.eval().requires_grad_(False), fc, lr, max_steps, warmup)
 
     def train(self, mode: bool = True):
-        super().train(mode); self.ar.eval()                                   # the AR model stays frozen, always in eval mode
+        # the AR model stays frozen, always in eval mode
+        super().train(mode); self.ar.eval()
         return self
 
     def _loss(self, b, generator=None):
         t, caps = clip_start(b, self.fc.chunk*self.fc.chunks, self.student.mw.compressor.mc.l, generator)
-        return pdd_loss(self.student, self.ar, b['z'], b['z_lr'], b['actions'], caps, t, self.fc.chunk, self.fc.chunks, generator)
+        return pdd_loss(self.student, self.ar, b['z'], b['z_lr'], b['actions'], caps, t, self.fc.chunk,
+                        self.fc.chunks, generator)
 
     def training_step(self, b, _):
         loss = self._loss(b); self.log('train/loss', loss, prog_bar=True)
-        return loss + 0*sum(p.sum() for p in self.student.mw.compressor.parameters())     # DDP sees every parameter
+        # DDP sees every parameter
+        return loss + 0*sum(p.sum() for p in self.student.mw.compressor.parameters())
 
     def validation_step(self, b, i):
         self.log('val/loss', self._loss(b, torch.Generator().manual_seed(i)))
@@ -177,73 +213,88 @@ class LitPDD(L.LightningModule):
     def configure_optimizers(self):
         from worldplay2.train import warmup_cosine
         steps = self.max_steps or 10_000
-        return warmup_cosine(torch.optim.AdamW(self.student.parameters(), lr=self.lr, weight_decay=0.01), min(self.warmup, max(1, steps//10)), steps)
+        return warmup_cosine(torch.optim.AdamW(self.student.parameters(), lr=self.lr, weight_decay=0.01),
+                             min(self.warmup, max(1, steps//10)), steps)
 
 # %% ../nbs/08_pdd.ipynb #9db5f0b1
-PDD_TRAIN = dict(tiny=dict(max_steps=60, batch_size=4, lr=1e-4), small=dict(max_steps=1500, batch_size=4, lr=5e-5),
+PDD_TRAIN = dict(tiny=dict(max_steps=60, batch_size=4, lr=1e-4),
+                 small=dict(max_steps=1500, batch_size=4, lr=5e-5),
                  base=dict(max_steps=20_000, batch_size=16, lr=2e-5))
 
 def save_pdd_world(pw: PDDWorld, path, dtype=torch.float32, vae=None):
-    "Write a `PDDWorld` to the folder `path`: config.json (the memory world's configs and the PDD grid) and model.safetensors."
+    """Write a `PDDWorld` to the folder `path`: config.json (the memory world's configs and the PDD grid) and
+    model.safetensors."""
     from worldplay2.vae import save_weights
-    return save_weights(pw, path, dict(model='PDDWorld', **memory_world_config(pw.mw, vae), pdd=asdict(pw.pc)), dtype)
+    return save_weights(pw, path, dict(model='PDDWorld', **memory_world_config(pw.mw, vae),
+                                       pdd=asdict(pw.pc)), dtype)
 
 def load_pdd_world(path) -> PDDWorld:
     "Load a `PDDWorld` written by `save_pdd_world` (float32, eval mode)."
-    from worldplay2.vae import load_weights
-    cfg, sd = load_weights(path, 'PDDWorld')
-    pw = PDDWorld(memory_world_from_config(cfg), PDDConfig(**cfg['pdd']))
-    pw.load_state_dict(sd)
-    return pw.eval()
+    from worldplay2.vae import load_net
+    return load_net(path, 'PDDWorld', lambda cfg: PDDWorld(memory_world_from_config(cfg), PDDConfig(**cfg['pdd'])))
 
-def train_pdd(data, out, init, vae, preset: str = 'small', max_steps: int = None, batch_size: int = None, window: int = None,
-              pdd: PDDConfig = None, forcing: ForcingConfig = None, devices=1, strategy='auto', num_workers: int = 0, seed: int = 0,
-              progress: bool = True, **trainer_kw) -> dict:
-    """Stage 5 (`worldplay2 train pdd`): the chunk-wise student folder `init` (`train student`) gets a bank of interval heads and
-    learns eq. 6 from a frozen copy of itself on the episodes under `data` (encoded with the VAE folder `vae`)."""
+def train_pdd(data, out, init, vae, preset: str = 'small', max_steps: int = None, batch_size: int = None,
+              window: int = None, pdd: PDDConfig = None, forcing: ForcingConfig = None, devices=1,
+              strategy='auto', num_workers: int = 0, seed: int = 0, progress: bool = True,
+              **trainer_kw) -> dict:
+    """Stage 5 (`worldplay2 train pdd`): the chunk-wise student folder `init` (`train student`) gets a bank of
+    interval heads and learns eq. 6 from a frozen copy of itself on the episodes under `data` (encoded with
+    the VAE folder `vae`)."""
     from worldplay2.train import check_latent_stats
     from worldplay2.teacher_forcing import model_kind, fit_stage
     from worldplay2.vae import load_vae
     from worldplay2.data import write_json_atomic
     out, fc, pc = Path(out), forcing or ForcingConfig(), pdd or PDDConfig()
-    if model_kind(init) != 'MemoryWorld': raise ValueError(f"PDD starts from the chunk-wise student (`train student`); {init} is not a model with memory")
+    if model_kind(init) != 'MemoryWorld':
+        raise ValueError("PDD starts from the chunk-wise student (`train student`); "
+                         f"{init} is not a model with memory")
     v, ar = load_vae(vae), load_memory_world(init)
     check_latent_stats(ar.model, v, f"the model of {init}")
     student = PDDWorld(load_memory_world(init).train(), pc)
     hp = PDD_TRAIN[preset]
-    steps, bs, n = max_steps or hp['max_steps'], batch_size or hp['batch_size'], window or FORCING_TRAIN[preset]['window']
+    steps, bs, n = (max_steps or hp['max_steps'], batch_size or hp['batch_size'],
+                    window or FORCING_TRAIN[preset]['window'])
     paths, dl = forcing_loaders(v, data, out, n, ar.compressor.mc, bs, num_workers, progress)
     L.seed_everything(seed, verbose=False)
     lit = LitPDD(student, ar, fc, hp['lr'], steps)
-    run = fit_stage(lit, dl, out, steps, lambda: save_pdd_world(lit.student, out/'model', vae=v), devices, strategy, progress, **trainer_kw)
+    run = fit_stage(lit, dl, out, steps, lambda: save_pdd_world(lit.student, out/'model', vae=v), devices,
+                    strategy, progress, **trainer_kw)
     if run is None: return {}
-    metrics = dict(stage='pdd', preset=preset, steps=run['steps'], batch_size=bs, window=n, episodes=len(paths), init=str(init),
-                   pdd=asdict(pc), forcing=asdict(fc), val_loss=float(f"{run['val/loss']:.4g}"), wall_s_this_run=run['wall_s'])
+    metrics = dict(stage='pdd', preset=preset, steps=run['steps'], batch_size=bs, window=n,
+                   episodes=len(paths), init=str(init), pdd=asdict(pc), forcing=asdict(fc),
+                   val_loss=float(f"{run['val/loss']:.4g}"), wall_s_this_run=run['wall_s'])
     write_json_atomic(out/'metrics.json', metrics)
     return metrics
 
 # %% ../nbs/08_pdd.ipynb #f0d51c51
 @torch.no_grad()
-def rollout_quality(variants: dict, vae, episodes, chunk: int = 2, latents: int = 9, max_episodes: int = 8, seed: int = 0) -> dict:
-    """PSNR/SSIM against the true frames of rollouts from each episode's first frame with its recorded actions, per variant: `variants`
-    maps a name to (MemoryWorld, sampler). Rollouts run as the chunk-wise student over `latents` latents; `psnr_by_chunk` follows the
-    horizon chunk by chunk."""
+def rollout_quality(variants: dict, vae, episodes, chunk: int = 2, latents: int = 9, max_episodes: int = 8,
+                    seed: int = 0) -> dict:
+    """PSNR/SSIM against the true frames of rollouts from each episode's first frame with its recorded
+    actions, per variant: `variants` maps a name to (MemoryWorld, sampler). Rollouts run as the chunk-wise
+    student over `latents` latents; `psnr_by_chunk` follows the horizon chunk by chunk."""
     from worldplay2.data import read_episode, event_at, frames_to_tensor
     from worldplay2.vae import recon_metrics
     from worldplay2.revisit import loop_rollout
     T = frames_of(latents)
     eps = [e for e in (read_episode(p) for p in episodes[:max_episodes]) if len(e) >= T]
-    if not eps: raise ValueError(f"no episode of {T} frames or more among the first {max_episodes} of {len(episodes)}")
+    if not eps:
+        raise ValueError(f"no episode of {T} frames or more among the first {max_episodes} of "
+                         f"{len(episodes)}")
     chunks = frame_spans(T, T_FACTOR*chunk)
     out = {}
     for name, (mw, sampler) in variants.items():
         rows, by_chunk = [], []
         for ep in eps:
-            cap = dict(scene=ep.caption['scene'], character=ep.caption['character'] or '', event=event_at(ep.caption, 0.0))
-            gen = loop_rollout(mw, vae, ep.frames[:T], ep.actions[:T], cap, chunk, teacher=False, seed=seed, sampler=sampler)
+            cap = dict(scene=ep.caption['scene'], character=ep.caption['character'] or '',
+                       event=event_at(ep.caption, 0.0))
+            gen = loop_rollout(mw, vae, ep.frames[:T], ep.actions[:T], cap, chunk, teacher=False, seed=seed,
+                               sampler=sampler)
             true = frames_to_tensor(ep.frames[:T])[None]
             rows.append(recon_metrics(true[:, 1:], gen[:, 1:T]))
             by_chunk.append([recon_metrics(true[:, c], gen[:, c])['psnr'] for c in chunks])
-        out[name] = dict(psnr=round(float(np.mean([r['psnr'] for r in rows])), 3), ssim=round(float(np.mean([r['ssim'] for r in rows])), 4),
-                         psnr_by_chunk=[round(float(x), 3) for x in np.mean(by_chunk, 0)], steps=sampler.steps, episodes=len(rows))
+        out[name] = dict(psnr=round(float(np.mean([r['psnr'] for r in rows])), 3),
+                         ssim=round(float(np.mean([r['ssim'] for r in rows])), 4),
+                         psnr_by_chunk=[round(float(x), 3) for x in np.mean(by_chunk, 0)],
+                         steps=sampler.steps, episodes=len(rows))
     return out

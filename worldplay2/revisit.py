@@ -20,38 +20,49 @@ from .controls import frames_of, T_FACTOR
 
 # %% ../nbs/07b_revisit.ipynb #301b07a0
 @torch.no_grad()
-def loop_rollout(mw: MemoryWorld, vae, frames, actions, captions: dict, clip: int = 8, steps: int = 8, teacher: bool = True, seed: int = 0,
-                 sampler=None):
-    """Roll a loop out from its first frame: frames uint8 (T, H, W, 3) (only the first is read), actions (T, 6) -> generated frames in
-    [-1, 1] (1, T', 3, H, W), T' = 1 + 4·(whole latents), clip by clip with the memory of everything generated before; `sampler`: in
-    place of `steps` Euler steps (e.g. notebook 08's few-step sampler)."""
+def loop_rollout(mw: MemoryWorld, vae, frames, actions, captions: dict, clip: int = 8, steps: int = 8,
+                 teacher: bool = True, seed: int = 0, sampler=None):
+    """Roll a loop out from its first frame: frames uint8 (T, H, W, 3) (only the first is read), actions
+    (T, 6) -> generated frames in [-1, 1] (1, T', 3, H, W), T' = 1 + 4·(whole latents), clip by clip with the
+    memory of everything generated before; `sampler`: in place of `steps` Euler steps (e.g. notebook 08's
+    few-step sampler)."""
     dev = next(mw.parameters()).device
     x = frames_to_tensor(frames[:1])[None].to(dev)
     n = 1 + (len(actions) - 1)//4                                                      # latents of the loop
-    st = WorldStream(mw, vae, chunk=clip, steps=steps, teacher=teacher, sampler=sampler).reset(x, (captions['scene'], captions['character'], captions['event']),
-                                                                               int(actions[0, 4]))
+    st = WorldStream(mw, vae, chunk=clip, steps=steps, teacher=teacher, sampler=sampler).reset(
+        x, (captions['scene'], captions['character'], captions['event']), int(actions[0, 4]))
     a = torch.from_numpy(np.asarray(actions, np.float32)).to(dev)
     g = torch.Generator(dev).manual_seed(seed)
     for t in range(1, n, clip):
         ca = a[frames_of(t):frames_of(t + clip)]
-        if len(ca) < T_FACTOR*clip: ca = torch.cat([ca, ca[-1:].expand(T_FACTOR*clip - len(ca), -1)*ca.new_tensor([0, 0, 0, 0, 1, 0.])])  # pad: stand still
+        # pad: stand still
+        if len(ca) < T_FACTOR*clip:
+            ca = torch.cat([ca,
+                            ca[-1:].expand(T_FACTOR*clip - len(ca), -1)*ca.new_tensor([0, 0, 0, 0, 1, 0.])])
         st.step(ca[None], generator=g)
     return st.video()[:, :frames_of(n)].clamp(-1, 1)
 
 def revisit_metrics(gen, true, turn: int) -> dict:
-    "Revisit and ground-truth PSNR/SSIM on the way back: gen, true (1, T, 3, H, W) in [-1, 1]; pose f equals pose 2·turn − f."
+    """Revisit and ground-truth PSNR/SSIM on the way back: gen, true (1, T, 3, H, W) in [-1, 1]; pose f equals
+    pose 2·turn − f."""
     back = torch.arange(turn + 1, min(gen.shape[1], 2*turn + 1))
-    if not len(back): raise ValueError(f"no frame after the turn (frame {turn}) in {gen.shape[1]} generated frames")
+    if not len(back):
+        raise ValueError(f"no frame after the turn (frame {turn}) in {gen.shape[1]} generated frames")
     rv, gt = recon_metrics(gen[:, 2*turn - back], gen[:, back]), recon_metrics(true[:, back], gen[:, back])
-    return dict(psnr_revisit=rv['psnr'], ssim_revisit=rv['ssim'], psnr_gt=gt['psnr'], ssim_gt=gt['ssim'], frames=len(back))
+    return dict(psnr_revisit=rv['psnr'], ssim_revisit=rv['ssim'], psnr_gt=gt['psnr'], ssim_gt=gt['ssim'],
+                frames=len(back))
 
-def eval_revisit(mw: MemoryWorld, vae, episodes, variants=('compressed', 'full', 'window'), clip: int = 8, steps: int = 8,
-                 max_episodes: int = 8, models: dict = None, teacher: bool = True) -> dict:
-    """RevisitBench on the loop episodes among `episodes`, per memory variant: the mean of `revisit_metrics`. Each variant runs `mw` with
-    that memory mode, or the model given for it in `models` (e.g. a teacher trained with full context); `teacher`: roll out as the
-    bidirectional teacher (no mask) or as the chunk-wise student (Fig. 3's mask)."""
-    loops = [p for p in episodes if load_json(Path(p)/'meta.json').get('loop')][:max_episodes]      # the meta alone: no frames read
-    if not loops: raise ValueError(f"no loop episode among {len(episodes)}: generate some with `worldplay2 data generate --kind loop`")
+def eval_revisit(mw: MemoryWorld, vae, episodes, variants=('compressed', 'full', 'window'), clip: int = 8,
+                 steps: int = 8, max_episodes: int = 8, models: dict = None, teacher: bool = True) -> dict:
+    """RevisitBench on the loop episodes among `episodes`, per memory variant: the mean of `revisit_metrics`.
+    Each variant runs `mw` with that memory mode, or the model given for it in `models` (e.g. a teacher
+    trained with full context); `teacher`: roll out as the bidirectional teacher (no mask) or as the
+    chunk-wise student (Fig. 3's mask)."""
+    # the meta alone: no frames read
+    loops = [p for p in episodes if load_json(Path(p)/'meta.json').get('loop')][:max_episodes]
+    if not loops:
+        raise ValueError(f"no loop episode among {len(episodes)}: "
+                         "generate some with `worldplay2 data generate --kind loop`")
     out = {}
     for v in variants:
         m = (models or {}).get(v, mw)
@@ -61,11 +72,13 @@ def eval_revisit(mw: MemoryWorld, vae, episodes, variants=('compressed', 'full',
         try:
             for p in loops:
                 ep = read_episode(p)
-                cap = dict(scene=ep.caption['scene'], character=ep.caption['character'] or '', event=event_at(ep.caption, 0.0))
+                cap = dict(scene=ep.caption['scene'], character=ep.caption['character'] or '',
+                           event=event_at(ep.caption, 0.0))
                 gen = loop_rollout(m, vae, ep.frames, ep.actions, cap, clip, steps, teacher)
                 true = frames_to_tensor(ep.frames[:gen.shape[1]])[None]
                 rows.append(revisit_metrics(gen, true, ep.meta['loop']['turn']))
         finally: m.compressor.mc = old
-        out[v] = {k: round(float(np.mean([r[k] for r in rows])), 3) for k in rows[0]} | dict(episodes=len(rows), weights='shared' if m is mw else 'own',
-                                                                                        rollout='teacher' if teacher else 'student')
+        out[v] = ({k: round(float(np.mean([r[k] for r in rows])), 3) for k in rows[0]}
+                  | dict(episodes=len(rows), weights='shared' if m is mw else 'own',
+                         rollout='teacher' if teacher else 'student'))
     return out

@@ -20,8 +20,9 @@ def _cat_kv(parts):
     return [tuple(torch.cat(x, 2) for x in zip(*blk)) for blk in zip(*parts)]
 
 def _kv_room(parts, n: int, size: int = None):
-    """Per block, a `Room`: the (k, v) of `parts` along the token axis, then space for the n tokens of the chunk being generated. With
-    `size`, the memory part has `size` slots however many tokens `parts` holds, the rest zero (for a mask to leave out; see `room_mask`)."""
+    """Per block, a `Room`: the (k, v) of `parts` along the token axis, then space for the n tokens of the
+    chunk being generated. With `size`, the memory part has `size` slots however many tokens `parts` holds,
+    the rest zero (for a mask to leave out; see `room_mask`)."""
     rooms = []
     for blk in zip(*parts):
         B, H, _, Dh = blk[0][0].shape
@@ -37,7 +38,8 @@ def _kv_room(parts, n: int, size: int = None):
     return rooms
 
 def room_mask(P: int, size: int, n: int, device=None):
-    "Self-attention mask (1, 1, 1, size + n) of a room with `size` memory slots of which the first P are filled; None when all are."
+    """Self-attention mask (1, 1, 1, size + n) of a room with `size` memory slots of which the first P are
+    filled; None when all are."""
     if P == size: return None
     m = torch.ones(1, 1, 1, size + n, dtype=torch.bool, device=device)
     m[..., P:size] = False
@@ -45,12 +47,14 @@ def room_mask(P: int, size: int, n: int, device=None):
 
 @dataclass
 class KVCache:
-    "The student's cache: per block self-attention (k, v) of the memory, laid out [sink | compressed | temporal]; caption (k, v) per field."
+    """The student's cache: per block self-attention (k, v) of the memory, laid out
+    [sink | compressed | temporal]; caption (k, v) per field."""
     sink: list = None                                  # per block (k, v) (B, H, P, Dh) of the sink tokens
     sink_latents: range = range(0)                     # the latents the sink holds
     cmp: dict = field(default_factory=dict)            # compressed step m -> per block (k, v)
     tmp: dict = field(default_factory=dict)            # temporal latent j -> per block (k, v)
-    text: dict = field(default_factory=dict)           # field -> (text, per block (k, v), padding mask (B, L))
+    # field -> (text, per block (k, v), padding mask (B, L))
+    text: dict = field(default_factory=dict)
     computed: int = 0                                  # memory frames run through the DiT so far
 
     def parts(self):
@@ -60,7 +64,8 @@ class KVCache:
     @property
     def tokens(self):
         "Memory tokens cached (per block)."
-        frames = ([self.sink] if self.sink is not None else []) + list(self.cmp.values()) + list(self.tmp.values())
+        frames = (([self.sink] if self.sink is not None else []) + list(self.cmp.values())
+                  + list(self.tmp.values()))
         return sum(f[0][0].shape[2] for f in frames)
 
     def forget_memory(self):
@@ -68,9 +73,11 @@ class KVCache:
         self.sink, self.sink_latents, self.cmp, self.tmp = None, range(0), {}, {}
 
     def caption(self, dit, encoder, scene: str, character: str, event: str):
-        """Per block cross-attention (k, v) of the caption and its padding mask; a field is re-encoded only when its text changes.
-        Memory tokens read the caption too (as in training), so a change also drops the cached memory frames."""
-        if not encoder.c.structured: raise ValueError("the KV cache keeps caption fields apart: use a structured-caption model")
+        """Per block cross-attention (k, v) of the caption and its padding mask; a field is re-encoded only
+        when its text changes. Memory tokens read the caption too (as in training), so a change also drops the
+        cached memory frames."""
+        if not encoder.c.structured:
+            raise ValueError("the KV cache keeps caption fields apart: use a structured-caption model")
         for i, txt in enumerate((scene, character or '', event)):
             if self.text.get(i, (None,))[0] != txt:
                 tok, pad = encoder.encode_field([txt], i)
@@ -80,30 +87,33 @@ class KVCache:
 
 # %% ../nbs/07a_stream.ipynb #bc9623b9
 class Grow:
-    """A tensor that grows along dim 1 in amortised O(added) time (its buffer doubles when full): `add(x)`, `.t` the filled part (a
-    view). `forget(i)` lets entries `keep` … i−1 go for good; the others stay readable in their own positions as `g[:, a:b]`, and
-    `g.shape` counts them all."""
+    """A tensor that grows along dim 1 in amortised O(added) time (its buffer doubles when full): `add(x)`,
+    `.t` the filled part (a view). `forget(i)` lets entries `keep` … i−1 go for good; the others stay readable
+    in their own positions as `g[:, a:b]`, and `g.shape` counts them all."""
     def __init__(self, x, keep: int = None):
-        self.buf, self.n, self.gone = x, x.shape[1], 0                 # buffer: entries 0 … keep−1, then keep + gone onwards
+        # buffer: entries 0 … keep−1, then keep + gone onwards
+        self.buf, self.n, self.gone = x, x.shape[1], 0
         self.keep = x.shape[1] if keep is None else keep
 
     def add(self, x):
         n, k = self.n, x.shape[1]
         if n + k > self.buf.shape[1]:
-            buf = self.buf.new_empty(self.buf.shape[:1] + (max(2*self.buf.shape[1], n + k),) + self.buf.shape[2:])
+            buf = self.buf.new_empty(self.buf.shape[:1] + (max(2*self.buf.shape[1], n + k),)
+                                     + self.buf.shape[2:])
             buf[:, :n] = self.buf[:, :n]
             self.buf = buf
         self.buf[:, n:n + k] = x
         self.n = n + k
 
     def forget(self, i: int):
-        """Entries keep … i−1 are never read again. They leave once they outnumber the entries after them (so the live ones are copied
-        rarely: amortised O(1) per added entry, and the buffer stays within a few times the live span), into a new buffer: views
-        handed out before stay as they were."""
+        """Entries keep … i−1 are never read again. They leave once they outnumber the entries after them (so
+        the live ones are copied rarely: amortised O(1) per added entry, and the buffer stays within a few
+        times the live span), into a new buffer: views handed out before stay as they were."""
         dead = i - self.keep - self.gone
         if dead <= 0 or dead < self.n - self.keep - dead: return
         buf = self.buf.new_empty(self.buf.shape)
-        buf[:, :self.keep], buf[:, self.keep:self.n - dead] = self.buf[:, :self.keep], self.buf[:, self.keep + dead:self.n]
+        buf[:, :self.keep], buf[:, self.keep:self.n - dead] = (self.buf[:, :self.keep],
+                                                               self.buf[:, self.keep + dead:self.n])
         self.buf, self.n, self.gone = buf, self.n - dead, self.gone + dead
 
     @property
@@ -116,70 +126,92 @@ class Grow:
 
     def __getitem__(self, idx):
         "`g[:, a:b]` (step 1) in the entries' own positions: a tensor. Reading a forgotten entry is an error."
-        if not (isinstance(idx, tuple) and len(idx) == 2 and idx[0] == slice(None) and isinstance(idx[1], slice) and idx[1].step in (None, 1)):
+        if not (isinstance(idx, tuple) and len(idx) == 2 and idx[0] == slice(None)
+                and isinstance(idx[1], slice) and idx[1].step in (None, 1)):
             raise IndexError(f"index a Grow as g[:, a:b], got {idx}")
         a, b, _ = idx[1].indices(self.shape[1])
         b = max(a, b)
         if b <= self.keep or not self.gone: return self.buf[:, a:b]
         if a >= self.keep + self.gone: return self.buf[:, a - self.gone:b - self.gone]
-        raise IndexError(f"entries {self.keep} … {self.keep + self.gone - 1} were forgotten; asked for {a} … {b - 1}")
+        raise IndexError(f"entries {self.keep} … {self.keep + self.gone - 1} were forgotten; "
+                         f"asked for {a} … {b - 1}")
 
     @property
     def t(self):
         "The whole filled part (a view); an error once entries were forgotten."
-        if self.gone: raise RuntimeError(f"entries {self.keep} … {self.keep + self.gone - 1} were forgotten: read the rest as g[:, a:b]")
+        if self.gone:
+            raise RuntimeError(f"entries {self.keep} … {self.keep + self.gone - 1} were forgotten: "
+                               "read the rest as g[:, a:b]")
         return self.buf[:, :self.n]
 
 class WorldStream:
-    "Chunk-wise autoregressive generation with the compressed memory: `reset(first_frame, captions)`, then `step(actions)` per chunk."
-    def __init__(self, mw: MemoryWorld, vae, chunk: int = 2, steps: int = 8, shift: float = None, cache: bool = True, teacher: bool = False,
-                 sampler=None, keep_video: bool = True, bounded: bool = False, static: bool = False):
-        self.mw, self.vae, self.C, self.use_cache, self.teacher = mw.eval(), vae.eval(), chunk, cache and not teacher, teacher
-        self.keep_video = keep_video                                            # off for endless play: `video()` then holds the first frame only
-        self.bounded = bounded and self.use_cache                               # endless play: forget latents no memory can read any more
-        self.sampler = sampler or EulerSampler(steps, mw.config.dit.shift if shift is None else shift)   # or a few-step one (notebook 08)
+    """Chunk-wise autoregressive generation with the compressed memory: `reset(first_frame, captions)`, then
+    `step(actions)` per chunk."""
+    def __init__(self, mw: MemoryWorld, vae, chunk: int = 2, steps: int = 8, shift: float = None,
+                 cache: bool = True, teacher: bool = False, sampler=None, keep_video: bool = True,
+                 bounded: bool = False, static: bool = False):
+        self.mw, self.vae, self.C, self.use_cache, self.teacher = (mw.eval(), vae.eval(), chunk,
+                                                                   cache and not teacher, teacher)
+        # off for endless play: `video()` then holds the first frame only
+        self.keep_video = keep_video
+        # endless play: forget latents no memory can read any more
+        self.bounded = bounded and self.use_cache
+        # or a few-step one (notebook 08)
+        self.sampler = sampler or EulerSampler(steps, mw.config.dit.shift if shift is None else shift)
         mc, dc = mw.compressor.mc, mw.config.dit
-        if chunk % mc.l: raise ValueError(f"a chunk of {chunk} latents does not hold whole compressed steps of l = {mc.l}")
+        if chunk % mc.l:
+            raise ValueError(f"a chunk of {chunk} latents does not hold whole compressed steps of l = {mc.l}")
         if static and (mc.max_cmp is None or mc.mode != 'compressed' or not self.use_cache):
             raise ValueError("a static room needs the KV cache and a capped compressed memory (max_cmp set)")
-        # static: the chunk attends over a room the size of the capped memory from the first chunk on, its empty slots masked out,
-        # so every chunk has the same shapes and the same attention cost whether the memory has filled up yet or not
+        # static: the chunk attends over a room the size of the capped memory from the first chunk on, its
+        # empty slots masked out, so every chunk has the same shapes and the same attention cost whether the
+        # memory has filled up yet or not
         side = dc.latent_res//dc.patch
-        self.room = memory_tokens(mc, 1 + chunk*10**6, side**2, (side//mc.s)**2) if static else None   # a stream is at latent 1 + chunk·k
+        # a stream is at latent 1 + chunk·k
+        self.room = memory_tokens(mc, 1 + chunk*10**6, side**2, (side//mc.s)**2) if static else None
 
     @torch.no_grad()
     def reset(self, frame, captions, perspective: int = 1):
-        "Start a stream from one frame (1, 1, 3, H, W) in [-1, 1] and captions (scene, character, event) strings."
+        """Start a stream from one frame (1, 1, 3, H, W) in [-1, 1] and captions (scene, character, event)
+        strings."""
         mc, vae = self.mw.compressor.mc, self.vae
         mu, _, self.enc_state = vae.encode(frame)
         z = vae.normalize(check_finite(mu, vae))                                         # (1, 1, C, H, W)
         mu_lr, _, self.lr_state = vae.encode(shrink(frame, mc.s))
         self.dec_state = vae.decode(vae.denormalize(z))[1]
         acts = torch.zeros(1, 1, 6, device=frame.device); acts[..., 4] = perspective
-        # the history grows by a chunk per step without copying all of it: latents, low-res latents, actions, action embeddings
-        self.hist = dict(z=Grow(z, keep=mc.n_sink), z_lr=Grow(vae.normalize(mu_lr), keep=1), acts=Grow(acts), e=Grow(self.mw.model.actions(acts)))
-        off = self.mw.offsets(acts)                                                      # camera_rope: each latent's turn since the start
+        # the history grows by a chunk per step without copying all of it: latents, low-res latents, actions,
+        # action embeddings
+        self.hist = dict(z=Grow(z, keep=mc.n_sink), z_lr=Grow(vae.normalize(mu_lr), keep=1), acts=Grow(acts),
+                         e=Grow(self.mw.model.actions(acts)))
+        # camera_rope: each latent's turn since the start
+        off = self.mw.offsets(acts)
         if off is not None: self.hist['off'] = Grow(off)
-        self.turned = acts[..., :2].sum(1)                                               # (1, 2) pitch, yaw commanded so far
+        # (1, 2) pitch, yaw commanded so far
+        self.turned = acts[..., :2].sum(1)
         self.captions, self.cache, self.frames = tuple(captions), KVCache(), [frame]
-        self._remember()                                                                 # the sink's memory frame, before the first key
+        # the sink's memory frame, before the first key
+        self._remember()
         return self
 
     def _remember(self):
-        """Bring the KV cache up to date with the history under the current captions; returns the captions' cached K/V. Run as soon as a
-        chunk is finished, so the next chunk's latency (from its key to its frames) holds only its own generation; a new caption at the
-        next chunk redoes it."""
+        """Bring the KV cache up to date with the history under the current captions; returns the captions'
+        cached K/V. Run as soon as a chunk is finished, so the next chunk's latency
+        (from its key to its frames) holds only its own generation; a new caption at the next chunk redoes
+        it."""
         if not self.use_cache: return
         ctx = self.cache.caption(self.mw.model.dit, self.mw.model.text, *self.captions)
         self._frames(memory_layout(self.mw.compressor.mc, self.latents), ctx)
         return ctx
 
     def _forget(self):
-        """With `bounded`: let the latents go that no later memory can read — those before the temporal window and before the reach of
-        the oldest compressed step kept (the cap drops the oldest steps, so that point only moves forward)."""
+        """With `bounded`: let the latents go that no later memory can read — those before the temporal window
+        and before the reach of the oldest compressed step kept (the cap drops the oldest steps, so that point
+        only moves forward)."""
         mc, t = self.mw.compressor.mc, self.latents
         lay = memory_layout(mc, t)
-        first = [lay.full.start if len(lay.full) else t]                        # full-resolution latents after the sink
+        # full-resolution latents after the sink
+        first = [lay.full.start if len(lay.full) else t]
         if len(lay.steps):
             a = max(1, lay.steps.start - self.mw.compressor.reach)
             first.append(mc.l*(a - 1) + 1)
@@ -187,85 +219,111 @@ class WorldStream:
         self.hist['z'].forget(min(first))
 
     def _frames(self, lay: MemoryLayout, ctx):
-        "Bring the cache to layout `lay`: compute the new memory frames (each reads the sink), drop those that left."
+        """Bring the cache to layout `lay`: compute the new memory frames (each reads the sink), drop those
+        that left."""
         mw, c = self.mw, self.cache
         dit, e = mw.model.dit, self.hist['e'].t
         off = self.hist['off'].t if 'off' in self.hist else None
         mk = lambda l_: make_memory(mw.compressor, dit, self.hist['z'], self.hist['z_lr'], e, l_, off)
         t = self.latents
-        if c.sink is None or c.sink_latents != lay.sink:                        # every memory token reads the sink: a new sink, all anew
+        # every memory token reads the sink: a new sink, all anew
+        if c.sink is None or c.sink_latents != lay.sink:
             c.forget_memory()
-            c.sink, c.sink_latents = dit.memory_kv(mk(MemoryLayout(lay.sink, range(0), range(0), t)), *ctx), lay.sink
+            c.sink, c.sink_latents = (dit.memory_kv(mk(MemoryLayout(lay.sink, range(0), range(0), t)), *ctx),
+                                      lay.sink)
             c.computed += len(lay.sink)
         for store, want, key in ((c.cmp, lay.steps, 'steps'), (c.tmp, lay.full, 'full')):
             for old in [i for i in store if i not in want]: del store[old]
             new = [i for i in want if i not in store]
             if not new: continue
             rng = range(new[0], new[-1] + 1)
-            lay_new = MemoryLayout(range(0), rng if key == 'steps' else range(0), rng if key == 'full' else range(0), 0 if key == 'full' else t)
+            lay_new = MemoryLayout(range(0), rng if key == 'steps' else range(0),
+                                   rng if key == 'full' else range(0), 0 if key == 'full' else t)
             mem = mk(lay_new)
             P = c.sink[0][0].shape[2]
             own = mem.slot[:, None] == mem.slot[None, :]
-            mask = torch.cat([torch.ones(len(mem), P, dtype=torch.bool, device=own.device), own], 1)        # a memory token reads the sink and its own frame
+            # a memory token reads the sink and its own frame
+            mask = torch.cat([torch.ones(len(mem), P, dtype=torch.bool, device=own.device), own], 1)
             kv = dit.memory_kv(mem, *ctx, mask=mask, past=c.sink)
-            for f, i in enumerate(rng): store[i] = [(k[:, :, mem.slot == f], v[:, :, mem.slot == f]) for k, v in kv]
+            for f, i in enumerate(rng):
+                store[i] = [(k[:, :, mem.slot == f], v[:, :, mem.slot == f]) for k, v in kv]
             c.computed += len(rng)
 
     @torch.no_grad()
     def step(self, actions, captions=None, generator=None, **sampler_kw):
-        """Generate the next chunk: actions (1, 4·chunk, 6), optionally new captions -> its latents (1, chunk, C, H, W). `sampler_kw` go
-        to the sampler; `self.velocity` keeps the chunk's velocity function (its memory and captions fixed) for a later replay."""
+        """Generate the next chunk: actions (1, 4·chunk, 6), optionally new captions -> its latents
+        (1, chunk, C, H, W). `sampler_kw` go to the sampler; `self.velocity` keeps the chunk's velocity
+        function (its memory and captions fixed) for a later replay."""
         for _ in self.step_frames(actions, captions, generator, **sampler_kw): pass
         return self.hist['z'][:, -self.C:]
 
     @torch.no_grad()
     def step_frames(self, actions, captions=None, generator=None, **sampler_kw):
-        "`step`, yielding the chunk's frames (1, 4, 3, H, W) latent by latent as soon as each is decoded (progressive decoding)."
+        """`step`, yielding the chunk's frames (1, 4, 3, H, W) latent by latent as soon as each is decoded
+        (progressive decoding)."""
         mw, C = self.mw, self.C
         if captions is not None: self.captions = tuple(captions)
-        if actions.shape[1] != T_FACTOR*C: raise ValueError(f"a chunk of {C} latents needs {T_FACTOR*C} action frames, got {actions.shape[1]}")
-        t, dit, turned = self.latents, mw.model.dit, self.turned                 # turned: the chunk's offsets count on from there
+        if actions.shape[1] != T_FACTOR*C:
+            raise ValueError(f"a chunk of {C} latents needs {T_FACTOR*C} action frames, "
+                             f"got {actions.shape[1]}")
+        # turned: the chunk's offsets count on from there
+        t, dit, turned = self.latents, mw.model.dit, self.turned
         lay = memory_layout(mw.compressor.mc, t)
         x = self.hist['z'].new_zeros((1, C) + self.hist['z'].shape[2:])
         if self.use_cache:
-            ctx = self._remember()                                               # a no-op unless the captions changed
+            # a no-op unless the captions changed
+            ctx = self._remember()
             parts, n = self.cache.parts(), C*(x.shape[-2]//dit.c.patch)*(x.shape[-1]//dit.c.patch)
-            past = _kv_room(parts, n, self.room)                                 # each step writes only the chunk's K/V
+            # each step writes only the chunk's K/V
+            past = _kv_room(parts, n, self.room)
             mask = None if self.room is None else room_mask(self.cache.tokens, self.room, n, x.device)
-            vel = lambda x_, s_, cond, **kw: mw.model(x_, s_, actions, ctx=ctx, t0=t, past=past, mask=mask, turned=turned, **kw)
-            kept = lambda x_, s_, cond, **kw: mw.model(x_, s_, actions, ctx=ctx, t0=t, past=_cat_kv(parts), turned=turned, **kw)   # frames, not a copy
-        else:                                                                    # the reference: the whole memory, every step
+            vel = lambda x_, s_, cond, **kw: mw.model(x_, s_, actions, ctx=ctx, t0=t, past=past, mask=mask,
+                                                      turned=turned, **kw)
+            # frames, not a copy
+            kept = lambda x_, s_, cond, **kw: mw.model(x_, s_, actions, ctx=ctx, t0=t, past=_cat_kv(parts),
+                                                       turned=turned, **kw)
+        # the reference: the whole memory, every step
+        else:
             mem = mw.memory(self.z, self.z_lr, self.acts)
             S = (x.shape[-2]//dit.c.patch)*(x.shape[-1]//dit.c.patch)
             mask = None if self.teacher else forcing_mask(mem, [lay], S, C)
             caps = tuple([f] for f in self.captions)
-            vel = kept = lambda x_, s_, cond, **kw: mw(x_, s_, actions, caps, mem, t0=t, mask=mask, turned=turned, **kw)
+            vel = kept = lambda x_, s_, cond, **kw: mw(x_, s_, actions, caps, mem, t0=t, mask=mask,
+                                                       turned=turned, **kw)
         x = self.sampler(vel, x, generator=generator, **sampler_kw)
         self.velocity = kept
         yield from self._append(x, actions)
-        self._remember()                                                         # the finished chunk enters the memory now
+        # the finished chunk enters the memory now
+        self._remember()
 
     def _append(self, x, actions):
-        """Add a finished chunk to the history, decoding it latent by latent (each decoded latent's frames are yielded at once), with
-        its low-res latents (every l-th frame, s× smaller, encoded)."""
+        """Add a finished chunk to the history, decoding it latent by latent (each decoded latent's frames are
+        yielded at once), with its low-res latents (every l-th frame, s× smaller, encoded)."""
         vae, mc, frames = self.vae, self.mw.compressor.mc, []
-        check_finite(x, self.mw.model)                                           # a broken model stops here, not as black frames
+        # a broken model stops here, not as black frames
+        check_finite(x, self.mw.model)
         for j in range(x.shape[1]):
-            f, self.dec_state = vae.decode(vae.denormalize(x[:, j:j + 1]), self.dec_state)   # (1, 4, 3, H, W): the causal decoder streams
+            # (1, 4, 3, H, W): the causal decoder streams
+            f, self.dec_state = vae.decode(vae.denormalize(x[:, j:j + 1]), self.dec_state)
             frames.append(check_finite(f, vae))
             yield f
         frames = torch.cat(frames, 1)
-        mu_lr, _, self.lr_state = vae.encode(shrink(frames[:, 1::mc.l], mc.s), self.lr_state)   # the stream's even frames 4t−2, 4t, …
-        for k, v in dict(z=x, z_lr=vae.normalize(mu_lr), acts=actions, e=self.mw.model.actions(actions)).items(): self.hist[k].add(v)
+        # the stream's even frames 4t−2, 4t, …
+        mu_lr, _, self.lr_state = vae.encode(shrink(frames[:, 1::mc.l], mc.s), self.lr_state)
+        for k, v in dict(z=x, z_lr=vae.normalize(mu_lr), acts=actions,
+                         e=self.mw.model.actions(actions)).items():
+            self.hist[k].add(v)
         if 'off' in self.hist: self.hist['off'].add(self.mw.offsets(actions, self.turned))
         self.turned = self.turned + actions[..., :2].sum(1)
         if self.bounded: self._forget()
         if self.keep_video: self.frames.append(frames)
 
-    z, z_lr, acts = (property(lambda self, k=k: self.hist[k].t) for k in ('z', 'z_lr', 'acts'))   # the history so far (views)
+    # the history so far (views)
+    z, z_lr, acts = (property(lambda self, k=k: self.hist[k].t) for k in ('z', 'z_lr', 'acts'))
 
+    # latents so far, the first included
     @property
-    def latents(self) -> int: return self.hist['z'].shape[1]                        # latents so far, the first included
+    def latents(self) -> int: return self.hist['z'].shape[1]
 
     def video(self):
         "All frames so far, (1, 1 + 4·latents, 3, H, W) in [-1, 1] (the first as given, the rest decoded)."

@@ -18,19 +18,21 @@ import lightning as L
 from einops import rearrange, repeat
 from .vae import check_fields
 from .dit import WorldModel, MemoryTokens, FlowMatching, flow_step, model_config
-from .compressor import (MemoryConfig, MemoryLayout, Memory, HistoryCompressor, memory_layout, make_memory,
-                                    SINK, CMP, TMP)
+from .compressor import (MemoryConfig, MemoryLayout, Memory, HistoryCompressor, memory_layout,
+                                   make_memory, SINK, CMP, TMP)
 from .controls import FIELDS, camera_offsets, turned_before, frames_of
 
 # %% ../nbs/07_teacher_forcing.ipynb #bdf643e4
 @dataclass
 class ForcingConfig:
-    "Sizes of teacher forcing: latents per chunk, chunks per student sample, target latents of a teacher window."
+    """Sizes of teacher forcing: latents per chunk, chunks per student sample, target latents of a teacher
+    window."""
     chunk: int = 2
     chunks: int = 4
     teacher_latents: int = 8
 
-    def __post_init__(self): check_fields(self, chunk='[1, inf)', chunks='[1, inf)', teacher_latents='[1, inf)')
+    def __post_init__(self):
+        check_fields(self, chunk='[1, inf)', chunks='[1, inf)', teacher_latents='[1, inf)')
 
 class MemoryWorld(nn.Module):
     "N_θ(x_t | m_<t, A): a `WorldModel` with the history compressor C_φ of eq. 4."
@@ -38,20 +40,23 @@ class MemoryWorld(nn.Module):
         super().__init__()
         arch = lambda c: (c.z_ch, c.patch, c.d_model, c.heads)
         if arch(compressor.dc) != arch(model.config.dit):
-            raise ValueError(f"the compressor was built for a DiT with (z_ch, patch, d_model, heads) = {arch(compressor.dc)}, the model has {arch(model.config.dit)}")
+            raise ValueError("the compressor was built for a DiT with (z_ch, patch, d_model, heads) = "
+                             f"{arch(compressor.dc)}, the model has {arch(model.config.dit)}")
         self.model, self.compressor = model, compressor
 
     @property
     def config(self): return self.model.config
 
     def memory(self, z, z_lr, actions, layout: MemoryLayout = None) -> Memory:
-        """m_<t of history latents z (B, t, C, H, W), their low-res latents and actions (B, 1 + 4(t−1), 6); a `camera_rope` model's
-        memory frames carry their camera offsets since the stream's start."""
-        return make_memory(self.compressor, self.model.dit, z, z_lr, self.model.actions(actions), layout, self.offsets(actions))
+        """m_<t of history latents z (B, t, C, H, W), their low-res latents and actions (B, 1 + 4(t−1), 6); a
+        `camera_rope` model's memory frames carry their camera offsets since the stream's start."""
+        return make_memory(self.compressor, self.model.dit, z, z_lr, self.model.actions(actions), layout,
+                           self.offsets(actions))
 
     def offsets(self, actions, turned=None):
-        """Per latent (B, n, 2) camera offsets since the stream's start: of a stream's first actions (B, 1 + 4(n−1), 6), or of a later
-        chunk's (B, 4n, 6) after the turn `turned` (B, 2) commanded before it. None for a model without `camera_rope`."""
+        """Per latent (B, n, 2) camera offsets since the stream's start: of a stream's first actions
+        (B, 1 + 4(n−1), 6), or of a later chunk's (B, 4n, 6) after the turn `turned` (B, 2) commanded before
+        it. None for a model without `camera_rope`."""
         c = self.config
         if not c.dit.camera_rope: return None
         turned = actions.new_zeros(actions.shape[0], 2) if turned is None else turned
@@ -68,7 +73,8 @@ def memory_self_mask(mem: Memory):
     return (f[:, None] == f[None, :]) | (mem.token_kind[None, :] == SINK)
 
 def forcing_mask(mem: Memory, layouts, S: int, C: int):
-    "(M + k·C·S)² bool, True = may attend: chunk i sees the memory frames of `layouts[i]` and itself (Fig. 3)."
+    """(M + k·C·S)² bool, True = may attend: chunk i sees the memory frames of `layouts[i]` and itself
+    (Fig. 3)."""
     M, k = len(mem), len(layouts)
     mask = torch.zeros(M + k*C*S, M + k*C*S, dtype=torch.bool, device=mem.h.device)
     mask[:M, :M] = memory_self_mask(mem)
@@ -90,145 +96,178 @@ def _acts(actions, n: int):
     "The action frames of the first n latents of a stream: (B, 1 + 4(n−1), 6)."
     return actions[:, :frames_of(n)]
 
-def teacher_loss(mw: MemoryWorld, fm: FlowMatching, z, z_lr, actions, captions, t: int, L: int, generator=None):
+def teacher_loss(mw: MemoryWorld, fm: FlowMatching, z, z_lr, actions, captions, t: int, L: int,
+                 generator=None):
     "Eq. 5 for the bidirectional teacher: memory of latents < t, flow matching on latents t … t+L−1, no mask."
     mem = mw.memory(z[:, :t], z_lr, _acts(actions, t))
-    return flow_step(mw.model, fm, z[:, t:t + L], actions[:, frames_of(t):frames_of(t + L)], captions, generator, i2v=False,
-                     memory=mem, t0=t, turned=turned_before(actions, t))
+    return flow_step(mw.model, fm, z[:, t:t + L], actions[:, frames_of(t):frames_of(t + L)], captions,
+                     generator, i2v=False, memory=mem, t0=t, turned=turned_before(actions, t))
 
 def forcing_inputs(mw: MemoryWorld, z, z_lr, actions, t: int, C: int, k: int):
-    """What k chunks of C latents from t see under teacher forcing: the packed memory of the true latents, Fig. 3's mask, the chunks'
-    actions (their turn before, `turned_before(actions, t)`, goes with them to a `camera_rope` model)."""
+    """What k chunks of C latents from t see under teacher forcing: the packed memory of the true latents,
+    Fig. 3's mask, the chunks' actions (their turn before, `turned_before(actions, t)`, goes with them to a
+    `camera_rope` model)."""
     mc = mw.compressor.mc
-    if C % mc.l: raise ValueError(f"a chunk of {C} latents does not hold whole compressed steps of l = {mc.l}")
+    if C % mc.l:
+        raise ValueError(f"a chunk of {C} latents does not hold whole compressed steps of l = {mc.l}")
     lays, union = chunk_layouts(mc, t, C, k)
-    last = t + (k - 1)*C                                                       # the last chunk's start: the packed memory's history
+    # the last chunk's start: the packed memory's history
+    last = t + (k - 1)*C
     mem = mw.memory(z[:, :last], z_lr, _acts(actions, last), union)
     mask = forcing_mask(mem, lays, (z.shape[-2]//mw.config.dit.patch)*(z.shape[-1]//mw.config.dit.patch), C)
     return mem, mask, actions[:, frames_of(t):frames_of(t + k*C)]
 
-def student_loss(mw: MemoryWorld, fm: FlowMatching, z, z_lr, actions, captions, t: int, C: int, k: int, generator=None):
-    "Eq. 5 for the chunk-wise student by teacher forcing: k chunks of C latents from t, each with its own memory (Fig. 3's mask)."
+def student_loss(mw: MemoryWorld, fm: FlowMatching, z, z_lr, actions, captions, t: int, C: int, k: int,
+                 generator=None):
+    """Eq. 5 for the chunk-wise student by teacher forcing: k chunks of C latents from t, each with its own
+    memory (Fig. 3's mask)."""
     mem, mask, acts = forcing_inputs(mw, z, z_lr, actions, t, C, k)
-    return flow_step(mw.model, fm, z[:, t:t + k*C], acts, captions, generator, i2v=False, sigma_per=C, memory=mem, t0=t, mask=mask,
-                     turned=turned_before(actions, t))
+    return flow_step(mw.model, fm, z[:, t:t + k*C], acts, captions, generator, i2v=False, sigma_per=C,
+                     memory=mem, t0=t, mask=mask, turned=turned_before(actions, t))
 
 # %% ../nbs/07_teacher_forcing.ipynb #38f0ff88
 class ForcingWindows(torch.utils.data.Dataset):
-    "Each encoded episode's first `n` latents, low-res latents, actions, scene, character and the event at every latent's time."
+    """Each encoded episode's first `n` latents, low-res latents, actions, scene, character and the event at
+    every latent's time."""
     def __init__(self, paths, n: int, l: int = 2):
         from worldplay2.data import event_at, load_json
         self.items = []
         for p in map(Path, paths):
             d = np.load(p/'latents.npz')
-            if 'z_lr' not in d: raise ValueError(f"{p} has no low-res latents: encode again (encode_latents adds them)")
+            if 'z_lr' not in d:
+                raise ValueError(f"{p} has no low-res latents: encode again (encode_latents adds them)")
             if len(d['z']) < n: continue
             cap, fps = load_json(p/'caption.json'), load_json(p/'meta.json').get('fps', 16)
-            self.items.append(dict(z=torch.from_numpy(d['z'][:n].astype(np.float32)), z_lr=torch.from_numpy(d['z_lr'][:1 + (n - 1)//l].astype(np.float32)),
-                                   actions=torch.from_numpy(d['actions'][:frames_of(n)].astype(np.float32)), scene=cap['scene'],
-                                   character=cap['character'] or '', events=[event_at(cap, max(0, 4*j - 3)/fps) for j in range(n)]))
-        if not self.items: raise ValueError(f"no episode has {n} latents: use shorter windows or longer episodes")
+            self.items.append(dict(z=torch.from_numpy(d['z'][:n].astype(np.float32)),
+                                   z_lr=torch.from_numpy(d['z_lr'][:1 + (n - 1)//l].astype(np.float32)),
+                                   actions=torch.from_numpy(d['actions'][:frames_of(n)].astype(np.float32)),
+                                   scene=cap['scene'], character=cap['character'] or '',
+                                   events=[event_at(cap, max(0, 4*j - 3)/fps) for j in range(n)]))
+        if not self.items:
+            raise ValueError(f"no episode has {n} latents: use shorter windows or longer episodes")
 
     def __len__(self): return len(self.items)
     def __getitem__(self, i): return self.items[i]
 
 def clip_start(b, L: int, l: int, generator=None):
-    "A random target start t in a batch of windows (whole compressed steps of l latents behind it) and the captions there."
+    """A random target start t in a batch of windows (whole compressed steps of l latents behind it) and the
+    captions there."""
     n = b['z'].shape[1]
     if n < 1 + L: raise ValueError(f"windows of {n} latents leave no history before a {L}-latent target")
-    t = 1 + l*int(torch.randint(0, (n - L - 1)//l + 1, (1,), generator=generator))   # clips start at 1 + l·j, as streams do
+    # clips start at 1 + l·j, as streams do
+    t = 1 + l*int(torch.randint(0, (n - L - 1)//l + 1, (1,), generator=generator))
     return t, (b['scene'], b['character'], list(b['events'][t]))
 
 class LitForcing(L.LightningModule):
-    "Stage 4 with Lightning: the bidirectional teacher (`mode='teacher'`) or the chunk-wise student (`'student'`) on eq. 5."
-    def __init__(self, mw: MemoryWorld, fc: ForcingConfig, mode: str = 'teacher', lr: float = 1e-4, max_steps: int = None, warmup: int = 100):
+    """Stage 4 with Lightning: the bidirectional teacher (`mode='teacher'`) or the chunk-wise student
+    (`'student'`) on eq. 5."""
+    def __init__(self, mw: MemoryWorld, fc: ForcingConfig, mode: str = 'teacher', lr: float = 1e-4,
+                 max_steps: int = None, warmup: int = 100):
         super().__init__()
-        if mode not in ('teacher', 'student'): raise ValueError(f"unknown mode '{mode}'; known: teacher, student")
-        self.mw, self.fc, self.mode, self.lr, self.max_steps, self.warmup = mw, fc, mode, lr, max_steps, warmup
+        if mode not in ('teacher', 'student'):
+            raise ValueError(f"unknown mode '{mode}'; known: teacher, student")
+        self.mw, self.fc, self.mode, self.lr, self.max_steps, self.warmup = (mw, fc, mode, lr,
+                                                                             max_steps, warmup)
         self.fm = FlowMatching(mw.config.dit.shift)
 
     def _loss(self, b, generator=None):
         L_ = self.fc.teacher_latents if self.mode == 'teacher' else self.fc.chunk*self.fc.chunks
         t, caps = clip_start(b, L_, self.mw.compressor.mc.l, generator)
-        if self.mode == 'teacher': return teacher_loss(self.mw, self.fm, b['z'], b['z_lr'], b['actions'], caps, t, L_, generator)
-        return student_loss(self.mw, self.fm, b['z'], b['z_lr'], b['actions'], caps, t, self.fc.chunk, self.fc.chunks, generator)
+        if self.mode == 'teacher':
+            return teacher_loss(self.mw, self.fm, b['z'], b['z_lr'], b['actions'], caps, t, L_, generator)
+        return student_loss(self.mw, self.fm, b['z'], b['z_lr'], b['actions'], caps, t, self.fc.chunk,
+                            self.fc.chunks, generator)
 
     def training_step(self, b, _):
         loss = self._loss(b); self.log('train/loss', loss, prog_bar=True)
-        return loss + 0*sum(p.sum() for p in self.mw.compressor.parameters())  # a sample with no compressed step: DDP still sees them
+        # a sample with no compressed step: DDP still sees them
+        return loss + 0*sum(p.sum() for p in self.mw.compressor.parameters())
 
     def validation_step(self, b, i):
         self.log('val/loss', self._loss(b, torch.Generator().manual_seed(i)))
 
     def configure_optimizers(self):
         from worldplay2.train import warmup_cosine
-        return warmup_cosine(torch.optim.AdamW(self.mw.parameters(), lr=self.lr, weight_decay=0.01), self.warmup, self.max_steps or 10_000)
+        return warmup_cosine(torch.optim.AdamW(self.mw.parameters(), lr=self.lr, weight_decay=0.01),
+                             self.warmup, self.max_steps or 10_000)
 
 # %% ../nbs/07_teacher_forcing.ipynb #5711d365
-FORCING_TRAIN = dict(tiny=dict(max_steps=100, batch_size=4, lr=1e-3, window=17), small=dict(max_steps=2000, batch_size=4, lr=1e-4, window=39),
+FORCING_TRAIN = dict(tiny=dict(max_steps=100, batch_size=4, lr=1e-3, window=17),
+                     small=dict(max_steps=2000, batch_size=4, lr=1e-4, window=39),
                      base=dict(max_steps=50_000, batch_size=16, lr=5e-5, window=65))
 
 def memory_world_config(mw: MemoryWorld, vae=None) -> dict:
-    "The typed configs of a `MemoryWorld` as a dict, with the latent statistics it learnt (from `vae` if given)."
+    """The typed configs of a `MemoryWorld` as a dict, with the latent statistics it learnt
+    (from `vae` if given)."""
     c = mw.config
-    cfg = dict(vae=asdict(c.vae), dit=asdict(c.dit), control=asdict(c.control), memory=asdict(mw.compressor.mc))
-    stats = getattr(mw.model, 'latent_stats', None) if vae is None else dict(z_mean=vae.z_mean.tolist(), z_std=vae.z_std.tolist())
+    cfg = dict(vae=asdict(c.vae), dit=asdict(c.dit), control=asdict(c.control),
+               memory=asdict(mw.compressor.mc))
+    stats = (getattr(mw.model, 'latent_stats', None) if vae is None
+             else dict(z_mean=vae.z_mean.tolist(), z_std=vae.z_std.tolist()))
     return cfg | (dict(latents=stats) if stats else {})
 
 def memory_world_from_config(cfg: dict) -> MemoryWorld:
-    "A fresh `MemoryWorld` built from `memory_world_config`'s dict (the latent statistics attached, the weights untrained)."
+    """A fresh `MemoryWorld` built from `memory_world_config`'s dict (the latent statistics attached, the
+    weights untrained)."""
     from worldplay2.vae import VAEConfig
     from worldplay2.dit import DiTConfig, ModelConfig
     from worldplay2.controls import ControlConfig
-    mc = ModelConfig(VAEConfig(**dict(cfg['vae'], widths=tuple(cfg['vae']['widths']))), DiTConfig(**cfg['dit']), ControlConfig(**cfg['control']))
+    mc = ModelConfig(VAEConfig(**dict(cfg['vae'], widths=tuple(cfg['vae']['widths']))),
+                     DiTConfig(**cfg['dit']), ControlConfig(**cfg['control']))
     mw = MemoryWorld(WorldModel(mc), HistoryCompressor(MemoryConfig(**cfg['memory']), mc.dit))
     mw.model.latent_stats = cfg.get('latents')
     return mw
 
 def save_memory_world(mw: MemoryWorld, path, dtype=torch.float32, vae=None):
-    "Write a `MemoryWorld` to the folder `path`: config.json (with the latent statistics it learnt) and model.safetensors."
+    """Write a `MemoryWorld` to the folder `path`: config.json (with the latent statistics it learnt) and
+    model.safetensors."""
     from worldplay2.vae import save_weights
     return save_weights(mw, path, dict(model='MemoryWorld', **memory_world_config(mw, vae)), dtype)
 
 def load_memory_world(path) -> MemoryWorld:
     "Load a `MemoryWorld` written by `save_memory_world` (float32, eval mode)."
-    from worldplay2.vae import load_weights
-    cfg, sd = load_weights(path, 'MemoryWorld')
-    mw = memory_world_from_config(cfg)
-    mw.load_state_dict(sd)
-    return mw.eval()
+    from worldplay2.vae import load_net
+    return load_net(path, 'MemoryWorld', memory_world_from_config)
 
 def model_kind(path):
     "The `model` field of a weights folder's config.json (None when unreadable)."
     try: return json.loads((Path(path)/'config.json').read_text()).get('model')
     except (OSError, ValueError): return None
 
-def forcing_loaders(vae, data, out, n: int, mc: MemoryConfig, batch_size: int, num_workers: int = 0, progress: bool = True):
-    "Encode the episodes under `data` into `out`/latents (with low-res latents for `mc`) -> (paths, {'train', 'val'} loaders of n-latent windows)."
+def forcing_loaders(vae, data, out, n: int, mc: MemoryConfig, batch_size: int, num_workers: int = 0,
+                    progress: bool = True):
+    """Encode the episodes under `data` into `out`/latents (with low-res latents for `mc`) -> (paths,
+    {'train', 'val'} loaders of n-latent windows)."""
     from worldplay2.train import encode_latents
     from worldplay2.data import split_episodes
     paths = encode_latents(vae, data, Path(out)/'latents', progress, lowres=(mc.l, mc.s))
-    dl = lambda ps, shuffle: torch.utils.data.DataLoader(ForcingWindows(ps, n, mc.l), batch_size=batch_size, shuffle=shuffle, num_workers=num_workers)
+    dl = lambda ps, shuffle: torch.utils.data.DataLoader(ForcingWindows(ps, n, mc.l), batch_size=batch_size,
+                                                         shuffle=shuffle, num_workers=num_workers)
     train, val = split_episodes(paths)
     return paths, dict(train=dl(train, True), val=dl(val, False))
 
-def fit_stage(lit, dl: dict, out, steps: int, save, devices=1, strategy='auto', progress: bool = True, **trainer_kw):
-    """Fit `lit` on `dl`'s loaders (resuming from `out`'s last checkpoint), then `save()` and validate once more on rank 0:
-    -> the validation metrics with `steps` done and `wall_s` of this run (None on other ranks)."""
+def fit_stage(lit, dl: dict, out, steps: int, save, devices=1, strategy='auto', progress: bool = True,
+              **trainer_kw):
+    """Fit `lit` on `dl`'s loaders (resuming from `out`'s last checkpoint), then `save()` and validate once
+    more on rank 0: -> the validation metrics with `steps` done and `wall_s` of this run
+    (None on other ranks)."""
     from worldplay2.train import make_trainer, resume_path
     trainer = make_trainer(Path(out), steps, devices, strategy, progress=progress, **trainer_kw)
     t0 = time.time()
     trainer.fit(lit, dl['train'], dl['val'], ckpt_path=resume_path(Path(out)))
     if trainer.global_rank != 0: return None
     save()
-    return trainer.validate(lit, dl['val'], verbose=False)[0] | dict(steps=int(trainer.global_step), wall_s=round(time.time() - t0, 1))
+    return (trainer.validate(lit, dl['val'], verbose=False)[0]
+            | dict(steps=int(trainer.global_step), wall_s=round(time.time() - t0, 1)))
 
-def train_forcing(data, out, mode: str, init, vae, compressor=None, preset: str = 'small', max_steps: int = None, batch_size: int = None,
-                  window: int = None, forcing: ForcingConfig = None, devices=1, strategy='auto', num_workers: int = 0, seed: int = 0,
-                  progress: bool = True, **trainer_kw) -> dict:
-    """Stage 4 (`worldplay2 train teacher|student`): encode the episodes under `data` with the VAE folder `vae`, then train the
-    bidirectional teacher or the chunk-wise student on eq. 5. `init`: a model with memory (a teacher, for the student), or — for the
-    teacher — a world model folder of stages 1–2, joined to the stage-1 `compressor` folder (a fresh compressor without one)."""
+def train_forcing(data, out, mode: str, init, vae, compressor=None, preset: str = 'small',
+                  max_steps: int = None, batch_size: int = None, window: int = None,
+                  forcing: ForcingConfig = None, devices=1, strategy='auto', num_workers: int = 0,
+                  seed: int = 0, progress: bool = True, **trainer_kw) -> dict:
+    """Stage 4 (`worldplay2 train teacher|student`): encode the episodes under `data` with the VAE folder
+    `vae`, then train the bidirectional teacher or the chunk-wise student on eq. 5. `init`: a model with
+    memory (a teacher, for the student), or — for the teacher — a world model folder of stages 1–2, joined to
+    the stage-1 `compressor` folder (a fresh compressor without one)."""
     from worldplay2.train import load_world, check_latent_stats
     from worldplay2.compressor import load_compressor
     from worldplay2.vae import load_vae
@@ -237,16 +276,21 @@ def train_forcing(data, out, mode: str, init, vae, compressor=None, preset: str 
     if mode not in ('teacher', 'student'): raise ValueError(f"unknown mode '{mode}'; known: teacher, student")
     v = load_vae(vae)
     if model_kind(init) == 'MemoryWorld': mw = load_memory_world(init).train()
-    elif mode == 'student': raise ValueError(f"the student starts from a teacher with memory (`train teacher`); {init} is not one")
+    elif mode == 'student':
+        raise ValueError("the student starts from a teacher with memory (`train teacher`); "
+                         f"{init} is not one")
     else:
         model = load_world(init)
         comp = HistoryCompressor(MemoryConfig(), model.config.dit)
         if compressor is not None:
             comp, _, patchify = load_compressor(compressor)
-            same = lambda a, b: a.keys() == b.keys() and all(x.shape == y.shape and torch.allclose(x, y, atol=1e-3) for x, y in zip(a.values(), b.values()))
+            same = lambda a, b: (a.keys() == b.keys()
+                                 and all(x.shape == y.shape and torch.allclose(x, y, atol=1e-3)
+                                         for x, y in zip(a.values(), b.values())))
             if not same(patchify.state_dict(), model.dit.patchify.state_dict()):
                 import warnings
-                warnings.warn(f"{compressor} was pre-trained against another model's patchifier than {init}'s: stage 2 starts further off")
+                warnings.warn(f"{compressor} was pre-trained against another model's patchifier than "
+                              f"{init}'s: stage 2 starts further off")
         mw = MemoryWorld(model, comp).train()
     check_latent_stats(mw.model, v, f"the model of {init}")
     hp = FORCING_TRAIN[preset]
@@ -255,23 +299,29 @@ def train_forcing(data, out, mode: str, init, vae, compressor=None, preset: str 
     paths, dl = forcing_loaders(v, data, out, n, mc, bs, num_workers, progress)
     L.seed_everything(seed, verbose=False)
     lit = LitForcing(mw, fc, mode, hp['lr'], steps)
-    run = fit_stage(lit, dl, out, steps, lambda: save_memory_world(lit.mw, out/'model', vae=v), devices, strategy, progress, **trainer_kw)
+    run = fit_stage(lit, dl, out, steps, lambda: save_memory_world(lit.mw, out/'model', vae=v), devices,
+                    strategy, progress, **trainer_kw)
     if run is None: return {}
-    metrics = dict(stage=mode, preset=preset, steps=run['steps'], batch_size=bs, window=n, episodes=len(paths), init=str(init),
-                   compressor=None if compressor is None else str(compressor), forcing=asdict(fc), memory=asdict(mc),
-                   val_loss=round(run['val/loss'], 4), wall_s_this_run=run['wall_s'], params=sum(p.numel() for p in mw.parameters()))
+    metrics = dict(stage=mode, preset=preset, steps=run['steps'], batch_size=bs, window=n,
+                   episodes=len(paths), init=str(init),
+                   compressor=None if compressor is None else str(compressor), forcing=asdict(fc),
+                   memory=asdict(mc), val_loss=round(run['val/loss'], 4), wall_s_this_run=run['wall_s'],
+                   params=sum(p.numel() for p in mw.parameters()))
     write_json_atomic(out/'metrics.json', metrics)
     return metrics
 
 # %% ../nbs/07_teacher_forcing.ipynb #52a17332
 def memory_tokens(mc: MemoryConfig, t: int, S: int, G: int) -> int:
-    "Tokens in the memory of a clip starting at latent t: S per full-resolution latent, G per compressed step."
+    """Tokens in the memory of a clip starting at latent t: S per full-resolution latent, G per compressed
+    step."""
     lay = memory_layout(mc, t)
     return S*(len(lay.sink) + len(lay.full)) + G*len(lay.steps)
 
 @torch.no_grad()
-def bench_memory(preset: str = 'small', horizons=(16, 64, 256, 1024), chunk: int = 2, steps: int = 4, reps: int = 3, seed: int = 0) -> dict:
-    "Context tokens and milliseconds per generated chunk at each horizon (latents already generated), compressed vs full-context memory."
+def bench_memory(preset: str = 'small', horizons=(16, 64, 256, 1024), chunk: int = 2, steps: int = 4,
+                 reps: int = 3, seed: int = 0) -> dict:
+    """Context tokens and milliseconds per generated chunk at each horizon (latents already generated),
+    compressed vs full-context memory."""
     cfg = model_config(preset)
     torch.manual_seed(seed)
     mw = MemoryWorld(WorldModel(cfg), HistoryCompressor(MemoryConfig(), cfg.dit)).eval()
@@ -280,15 +330,18 @@ def bench_memory(preset: str = 'small', horizons=(16, 64, 256, 1024), chunk: int
     S, G, Hh, Dh = side**2, (dc.latent_res//(4*dc.patch))**2, dc.heads, dc.head_dim
     ctx = mw.model.text(['An open walled arena in a meadow.'], [''], ['No event.'])
     acts = torch.zeros(1, 4*chunk, 6); acts[..., 4] = 1
-    out = dict(preset=preset, chunk=chunk, denoising_steps=steps, threads=torch.get_num_threads(), horizons=list(horizons))
+    out = dict(preset=preset, chunk=chunk, denoising_steps=steps, threads=torch.get_num_threads(),
+               horizons=list(horizons))
     for mode in ('compressed', 'full'):
         mc = MemoryConfig(mode=mode)
         toks, ms = [], []
         for t in horizons:
             P = memory_tokens(mc, t, S, G)
             past = [(torch.randn(1, Hh, P, Dh), torch.randn(1, Hh, P, Dh)) for _ in dit.blocks]
-            new = MemoryTokens(torch.randn(1, chunk*S, dc.d_model), torch.randn(1, chunk, cfg.control.d_action),   # a chunk's worth of new
-                               torch.arange(chunk).repeat_interleave(S), torch.rand(chunk*S, 3)*side)               # memory frames
+            # a chunk's worth of new memory frames
+            new = MemoryTokens(torch.randn(1, chunk*S, dc.d_model),
+                               torch.randn(1, chunk, cfg.control.d_action),
+                               torch.arange(chunk).repeat_interleave(S), torch.rand(chunk*S, 3)*side)
             sink = [(k[:, :, :S], v[:, :, :S]) for k, v in past]
             x, sig = torch.randn(1, chunk, dc.z_ch, dc.latent_res, dc.latent_res), torch.ones(1, chunk)
             def one_chunk():
@@ -296,7 +349,8 @@ def bench_memory(preset: str = 'small', horizons=(16, 64, 256, 1024), chunk: int
                 for _ in range(steps): mw.model(x, sig, acts, ctx=ctx, t0=t, past=past)
             one_chunk()                                                                # warm-up
             best = float('inf')
-            for _ in range(reps):                                                      # the fastest of `reps`: least disturbed
+            # the fastest of `reps`: least disturbed
+            for _ in range(reps):
                 t0 = time.perf_counter(); one_chunk(); best = min(best, time.perf_counter() - t0)
             toks.append(P); ms.append(round(1000*best, 1))
         out[f'tokens_{mode}'], out[f'chunk_ms_{mode}'] = toks, ms
@@ -314,7 +368,8 @@ from worldplay2.teacher_forcing import MemoryWorld, teacher_loss
 from worldplay2.controls import frames_of
 preset, mode, h, L = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 c = model_config(preset); torch.manual_seed(0)
-mw = MemoryWorld(WorldModel(c), HistoryCompressor(MemoryConfig(mode=mode), c.dit)); fm = FlowMatching(c.dit.shift)
+mw = MemoryWorld(WorldModel(c), HistoryCompressor(MemoryConfig(mode=mode), c.dit))
+fm = FlowMatching(c.dit.shift)
 opt = torch.optim.AdamW(mw.parameters(), lr=1e-4)
 n, r = h + L, c.dit.latent_res
 z, z_lr = torch.randn(1, n, c.dit.z_ch, r, r), torch.randn(1, 1 + (n - 1)//2, c.dit.z_ch, r//4, r//4)
@@ -322,26 +377,32 @@ a = torch.zeros(1, frames_of(n), 6); a[..., 4] = 1
 caps = (['An open walled arena in a meadow.'], [''], ['No event.'])
 times = []
 for i in range(2):
-    t0 = time.perf_counter(); loss = teacher_loss(mw, fm, z, z_lr, a, caps, h, L); opt.zero_grad(); loss.backward(); opt.step()
+    t0 = time.perf_counter(); loss = teacher_loss(mw, fm, z, z_lr, a, caps, h, L)
+    opt.zero_grad(); loss.backward(); opt.step()
     times.append(time.perf_counter() - t0)
 print(json.dumps(dict(step_s=times[-1], peak_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024)))
 """
 
 def run_probe(code: str, args, timeout: int, what: str):
-    """Run `code` in a fresh Python with `args` on its command line; it prints one JSON line last. -> (that dict, None), or
-    (None, why) when it ran out of memory or time; any other failure raises."""
+    """Run `code` in a fresh Python with `args` on its command line; it prints one JSON line last.
+    -> (that dict, None), or (None, why) when it ran out of memory or time; any other failure raises."""
     import subprocess, sys
-    try: r = subprocess.run([sys.executable, '-c', code, *map(str, args)], capture_output=True, text=True, timeout=timeout)
+    try:
+        r = subprocess.run([sys.executable, '-c', code, *map(str, args)], capture_output=True, text=True,
+                           timeout=timeout)
     except subprocess.TimeoutExpired: return None, f'over {timeout} s'
     if r.returncode:
         err = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f'exit status {r.returncode}'
-        if r.returncode > 0 and 'memory' not in err.lower() and 'alloc' not in err.lower(): raise RuntimeError(f"probe failed ({what}): {r.stderr[-800:]}")
+        if r.returncode > 0 and 'memory' not in err.lower() and 'alloc' not in err.lower():
+            raise RuntimeError(f"probe failed ({what}): {r.stderr[-800:]}")
         return None, f'out of memory ({err[:120]})'
     return json.loads(r.stdout.strip().splitlines()[-1]), None
 
-def bench_memory_train(preset: str = 'small', horizons=(16, 32, 64, 128, 256, 512, 1024), limit_gb: float = 20.0, timeout: int = 900) -> dict:
-    """Seconds per teacher training step and peak resident memory (MB) at each history length, compressed vs full-context memory,
-    each in a fresh process limited to `limit_gb` of address space; a mode stops at its first horizon that fails (or runs out of time)."""
+def bench_memory_train(preset: str = 'small', horizons=(16, 32, 64, 128, 256, 512, 1024),
+                       limit_gb: float = 20.0, timeout: int = 900) -> dict:
+    """Seconds per teacher training step and peak resident memory (MB) at each history length, compressed vs
+    full-context memory, each in a fresh process limited to `limit_gb` of address space; a mode stops at its
+    first horizon that fails (or runs out of time)."""
     L_ = ForcingConfig().teacher_latents
     out = dict(preset=preset, batch_size=1, target_latents=L_, limit_gb=limit_gb, horizons=list(horizons))
     for mode in ('compressed', 'full'):

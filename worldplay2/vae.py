@@ -6,7 +6,7 @@
 __all__ = ['VAE_PRESETS', 'CONFIG_SECTIONS', 'CHECKPOINT_SECTIONS', 'check_fields', 'VAEConfig', 'vae_config', 'conv',
            'per_frame', 'MemBlock', 'TPool', 'TGrow', 'Down', 'Up', 'Encoder', 'Decoder', 'CausalVAE', 'vae_loss',
            'recon_metrics', 'random_crop', 'LitVAE', 'pca_init', 'save_weights', 'check_config', 'load_weights',
-           'check_finite', 'save_vae', 'load_vae', 'fit_latent_stats', 'frames_at', 'bench_vae']
+           'load_net', 'check_finite', 'save_vae', 'load_vae', 'fit_latent_stats', 'frames_at', 'bench_vae']
 
 # %% ../nbs/02_vae.ipynb #63ed8bbf
 import dataclasses, json, math, numbers, time, types, typing
@@ -32,13 +32,17 @@ def _range_words(spec: str) -> str:
     return f"{'≥' if lo_in else '>'} {lo:g}" if math.isinf(hi) else f"in {spec}"
 
 def _conform(tp, v):
-    "(ok, v as the field keeps it, what was expected) for value `v` of annotation `tp` (None means the annotation's default None)."
+    """(ok, v as the field keeps it, what was expected) for value `v` of annotation `tp` (None means the
+    annotation's default None)."""
     origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if origin is typing.Union or (types.UnionType and origin is types.UnionType):        # Optional[X], X | None
+    # Optional[X], X | None
+    if origin is typing.Union or (types.UnionType and origin is types.UnionType):
         if v is None and type(None) in args: return True, v, 'None'
         inner = [a for a in args if a is not type(None)]
         return _conform(inner[0], v) if len(inner) == 1 else (True, v, str(tp))
-    if tp is bool: return isinstance(v, (bool, np.bool_)), bool(v) if isinstance(v, (bool, np.bool_)) else v, 'true or false'
+    if tp is bool:
+        return (isinstance(v, (bool, np.bool_)), bool(v) if isinstance(v, (bool, np.bool_)) else v,
+                'true or false')
     if tp is int:
         ok = isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_))
         return ok, int(v) if ok else v, 'an int'
@@ -50,33 +54,41 @@ def _conform(tp, v):
         el = args[0] if args and (len(args) == 1 or args[1] is Ellipsis) else None
         what = f"a list of {_conform(el, None)[2].split(' ', 1)[-1]}s" if el else 'a list'
         if not isinstance(v, (tuple, list)): return False, v, what
-        items = [_conform(el, x) if el else (not isinstance(x, numbers.Real) or isinstance(x, bool) or math.isfinite(x), x, '') for x in v]
+        items = [_conform(el, x) if el else (not isinstance(x, numbers.Real) or isinstance(x, bool)
+                                             or math.isfinite(x), x, '') for x in v]
         return all(ok for ok, _, _ in items), (origin or tp)(x for _, x, _ in items), what
     if isinstance(tp, type) and tp is not typing.Any: return isinstance(v, tp), v, f"a {tp.__name__}"
-    return True, v, str(tp)                                                                 # an annotation this check does not know
+    # an annotation this check does not know
+    return True, v, str(tp)
 
 def check_fields(obj, **ranges: str):
-    """Check each field of the dataclass instance `obj` against its annotation, and return `obj`. An int field takes an int (not a
-    bool), a float field a finite number (an int too), a bool field true or false, a str field a string, a `tuple[int, ...]` field a
-    list or tuple of ints (kept as a tuple: what a JSON list becomes), a field whose default is None also None, a nested config its
-    class. `ranges` bounds numeric fields (each element, for a list) in interval notation: `'[1, inf)'`, `'(0, inf)'`, `'[0, 1]'`.
-    A value that does not fit is a ValueError naming `Class.field`, what was expected and what came."""
+    """Check each field of the dataclass instance `obj` against its annotation, and return `obj`. An int field
+    takes an int (not a bool), a float field a finite number (an int too), a bool field true or false, a str
+    field a string, a `tuple[int, ...]` field a list or tuple of ints (kept as a tuple: what a JSON list
+    becomes), a field whose default is None also None, a nested config its class. `ranges` bounds numeric
+    fields (each element, for a list) in interval notation: `'[1, inf)'`, `'(0, inf)'`, `'[0, 1]'`. A value
+    that does not fit is a ValueError naming `Class.field`, what was expected and what came."""
     cls, hints = type(obj).__name__, typing.get_type_hints(type(obj))
-    if unknown := set(ranges) - {f.name for f in dataclasses.fields(obj)}: raise TypeError(f"{cls} has no fields {sorted(unknown)}")
+    if unknown := set(ranges) - {f.name for f in dataclasses.fields(obj)}:
+        raise TypeError(f"{cls} has no fields {sorted(unknown)}")
     for f in dataclasses.fields(obj):
         v, tp = getattr(obj, f.name), hints.get(f.name, f.type)
         if f.default is None: tp = typing.Optional[tp]
         ok, v, what = _conform(tp, v)
         spec = ranges.get(f.name)
-        if ok and spec and v is not None: ok = all(_in_range(x, spec) for x in (v if isinstance(v, (tuple, list)) else [v]))
-        if not ok: raise ValueError(f"{cls}.{f.name}: expected {what}{' ' + _range_words(spec) if spec else ''}, got {getattr(obj, f.name)!r}")
+        if ok and spec and v is not None:
+            ok = all(_in_range(x, spec) for x in (v if isinstance(v, (tuple, list)) else [v]))
+        if not ok:
+            raise ValueError(f"{cls}.{f.name}: expected {what}{' ' + _range_words(spec) if spec else ''}, "
+                             f"got {getattr(obj, f.name)!r}")
         object.__setattr__(obj, f.name, v)
     return obj
 
 # %% ../nbs/02_vae.ipynb #4d4d43f6
 @dataclass
 class VAEConfig:
-    "A causal video autoencoder: `widths` per spatial level (after a 2×2 unshuffle), `z_ch` latent channels, `t_pools` temporal halvings."
+    """A causal video autoencoder: `widths` per spatial level (after a 2×2 unshuffle), `z_ch` latent channels,
+    `t_pools` temporal halvings."""
     res: int = 64                 # frame side in pixels
     widths: tuple[int, ...] = (32, 64, 96)  # channels per spatial level: at res/2, res/4, ...
     z_ch: int = 16                # latent channels
@@ -84,14 +96,19 @@ class VAEConfig:
     blocks: int = 1               # MemBlocks per level
     kl_weight: float = 1e-6       # weight of the KL term (a nearly deterministic VAE)
     lr: float = 1e-3
-    crop: int = 0                 # train on random crops of this side (0: whole frames); encoding is fully convolutional
+    # train on random crops of this side (0: whole frames); encoding is fully convolutional
+    crop: int = 0
 
     def __post_init__(self):
-        check_fields(self, res='[1, inf)', widths='[1, inf)', z_ch='[1, inf)', t_pools='[0, inf)', blocks='[0, inf)',
-                     kl_weight='[0, inf)', lr='(0, inf)', crop='[0, inf)')
+        check_fields(self, res='[1, inf)', widths='[1, inf)', z_ch='[1, inf)', t_pools='[0, inf)',
+                     blocks='[0, inf)', kl_weight='[0, inf)', lr='(0, inf)', crop='[0, inf)')
         if not self.widths: raise ValueError("VAEConfig.widths: expected at least one level, got ()")
-        if self.t_pools > len(self.widths): raise ValueError(f"VAEConfig.t_pools: t_pools={self.t_pools} needs at least as many levels, got widths={self.widths}")
-        if self.res % self.s_factor: raise ValueError(f"VAEConfig.res: expected a multiple of 2^len(widths) = {self.s_factor}, got {self.res}")
+        if self.t_pools > len(self.widths):
+            raise ValueError(f"VAEConfig.t_pools: t_pools={self.t_pools} needs at least as many levels, "
+                             f"got widths={self.widths}")
+        if self.res % self.s_factor:
+            raise ValueError(f"VAEConfig.res: expected a multiple of 2^len(widths) = {self.s_factor}, "
+                             f"got {self.res}")
 
     @property
     def s_factor(self): return 2**len(self.widths)
@@ -125,13 +142,15 @@ class MemBlock(nn.Module):
         self.f = nn.Sequential(conv(2*c, c), nn.ReLU(), conv(c, c), nn.ReLU(), conv(c, c))
 
     def forward(self, h, prev=None):
-        "h (B, T, C, H, W); prev (B, 1, C, H, W) or None. Returns the output and the state for the next chunk."
+        """h (B, T, C, H, W); prev (B, 1, C, H, W) or None. Returns the output and the state for the next
+        chunk."""
         past = torch.cat([torch.zeros_like(h[:, :1]) if prev is None else prev, h[:, :-1]], 1)
         return F.relu(h + per_frame(self.f, torch.cat([h, past], 2))), h[:, -1:]
 
 # %% ../nbs/02_vae.ipynb #e4015a4f
 class TPool(nn.Module):
-    "Halve time: stack pairs of frames on channels, 1×1 conv, plus the pair's mean. (B, T, C, H, W) -> (B, T/2, C, H, W)."
+    """Halve time: stack pairs of frames on channels, 1×1 conv, plus the pair's mean. (B, T, C, H, W)
+    -> (B, T/2, C, H, W)."""
     def __init__(self, c):
         super().__init__(); self.f = nn.Conv2d(2*c, c, 1)
     def forward(self, h):
@@ -139,34 +158,41 @@ class TPool(nn.Module):
         return per_frame(self.f, pairs) + (h[:, 0::2] + h[:, 1::2])/2
 
 class TGrow(nn.Module):
-    "Double time: 1×1 conv to twice the channels split into two frames, plus each frame repeated. (B, T, C, H, W) -> (B, 2T, C, H, W)."
+    """Double time: 1×1 conv to twice the channels split into two frames, plus each frame repeated.
+    (B, T, C, H, W) -> (B, 2T, C, H, W)."""
     def __init__(self, c):
         super().__init__(); self.f = nn.Conv2d(c, 2*c, 1)
     def forward(self, h):
-        return rearrange(per_frame(self.f, h), 'b t (two c) h w -> b (t two) c h w', two=2) + h.repeat_interleave(2, 1)
+        return (rearrange(per_frame(self.f, h), 'b t (two c) h w -> b (t two) c h w', two=2)
+                + h.repeat_interleave(2, 1))
 
 class Down(nn.Module):
-    "Halve space, `ci` -> `co` channels: stride-2 conv plus space-to-channel averaged down to `co` channels (4·ci must be a multiple of co)."
+    """Halve space, `ci` -> `co` channels: stride-2 conv plus space-to-channel averaged down to `co` channels
+    (4·ci must be a multiple of co)."""
     def __init__(self, ci, co):
         super().__init__(); self.f, self.co = conv(ci, co, 2), co
     def forward(self, x):
         return self.f(x) + F.pixel_unshuffle(x, 2).unflatten(1, (self.co, -1)).mean(2)
 
 class Up(nn.Module):
-    "Double space, `ci` -> `co` channels: nearest upsample and conv, plus channels repeated and moved to space (4·co a multiple of ci)."
+    """Double space, `ci` -> `co` channels: nearest upsample and conv, plus channels repeated and moved to
+    space (4·co a multiple of ci)."""
     def __init__(self, ci, co):
         super().__init__(); self.f, self.r = conv(ci, co), 4*co//ci
     def forward(self, x):
-        return self.f(F.interpolate(x, scale_factor=2, mode='nearest')) + F.pixel_shuffle(x.repeat_interleave(self.r, 1), 2)
+        return (self.f(F.interpolate(x, scale_factor=2, mode='nearest'))
+                + F.pixel_shuffle(x.repeat_interleave(self.r, 1), 2))
 
 # %% ../nbs/02_vae.ipynb #0602923e
 def _levels(c: VAEConfig):
     "Per level: (channels, temporal pool?) — time is pooled on the last `t_pools` levels."
-    if c.t_pools > len(c.widths): raise ValueError(f"t_pools={c.t_pools} needs at least as many levels, got widths={c.widths}")
+    if c.t_pools > len(c.widths):
+        raise ValueError(f"t_pools={c.t_pools} needs at least as many levels, got widths={c.widths}")
     return [(w, i >= len(c.widths) - c.t_pools) for i, w in enumerate(c.widths)]
 
 class Encoder(nn.Module):
-    "Frames (B, T, 3, H, W), T a multiple of t_factor -> moments (B, T/t_factor, 2·z_ch, H/s, W/s), and the state."
+    """Frames (B, T, 3, H, W), T a multiple of t_factor -> moments (B, T/t_factor, 2·z_ch, H/s, W/s), and the
+    state."""
     def __init__(self, c: VAEConfig):
         super().__init__()
         lv, w, self.c = _levels(c), c.widths, c
@@ -191,9 +217,11 @@ class Encoder(nn.Module):
         return torch.cat([mu, logvar], 2), new
 
     def patches(self, x):
-        "The linear path's input: each latent's block of t_factor frames × s×s pixels, (B·n, t_factor·3·s², h, w)."
+        """The linear path's input: each latent's block of t_factor frames × s×s pixels,
+        (B·n, t_factor·3·s², h, w)."""
         c = self.c
-        return rearrange(F.pixel_unshuffle(x.flatten(0, 1), c.s_factor), '(b n t) c h w -> (b n) (t c) h w', b=x.shape[0], t=c.t_factor)
+        return rearrange(F.pixel_unshuffle(x.flatten(0, 1), c.s_factor), '(b n t) c h w -> (b n) (t c) h w',
+                         b=x.shape[0], t=c.t_factor)
 
 # %% ../nbs/02_vae.ipynb #b54d633c
 class Decoder(nn.Module):
@@ -230,7 +258,8 @@ class CausalVAE(nn.Module):
         self.register_buffer('z_std', torch.ones(config.z_ch))
 
     def encode(self, x, state=None):
-        "Frames (B, T, 3, H, W) -> (mu, logvar, state). A stream starts (state None) with 1 + 4k frames, continues with 4k."
+        """Frames (B, T, 3, H, W) -> (mu, logvar, state). A stream starts (state None) with 1 + 4k frames,
+        continues with 4k."""
         if state is None: x = torch.cat([x[:, :1].expand(-1, self.config.t_factor - 1, -1, -1, -1), x], 1)
         h, state = self.enc(x, state)
         mu, logvar = h.chunk(2, 2)
@@ -261,11 +290,13 @@ def recon_metrics(x, rec):
     "PSNR (dB) and SSIM of reconstructions, both (B, T, 3, H, W) in [-1, 1], measured on [0, 1] frames."
     from torchmetrics.functional.image import peak_signal_noise_ratio, structural_similarity_index_measure
     a, b = ((rec.clamp(-1, 1) + 1)/2).flatten(0, 1), ((x + 1)/2).flatten(0, 1)
-    return dict(psnr=float(peak_signal_noise_ratio(a, b, data_range=1.0)), ssim=float(structural_similarity_index_measure(a, b, data_range=1.0)))
+    return dict(psnr=float(peak_signal_noise_ratio(a, b, data_range=1.0)),
+                ssim=float(structural_similarity_index_measure(a, b, data_range=1.0)))
 
 # %% ../nbs/02_vae.ipynb #ee6be0d8
 def random_crop(x, crop: int, align: int = 1):
-    "A random `crop`×`crop` window of clips x (B, T, C, H, W), its corner a multiple of `align`; `crop` 0 or ≥ H keeps x whole."
+    """A random `crop`×`crop` window of clips x (B, T, C, H, W), its corner a multiple of `align`; `crop` 0
+    or ≥ H keeps x whole."""
     H, W = x.shape[-2:]
     if not crop or crop >= min(H, W): return x
     y0, x0 = (int(torch.randint(0, (n - crop)//align + 1, ()))*align for n in (H, W))
@@ -289,7 +320,8 @@ class LitVAE(L.LightningModule):
     def validation_step(self, batch, _):
         x = batch['frames']
         rec, _, _ = self.vae(x)
-        self.log_dict({f'val/{k}': v for k, v in recon_metrics(x, rec).items()}, prog_bar=True, batch_size=len(x))
+        self.log_dict({f'val/{k}': v for k, v in recon_metrics(x, rec).items()}, prog_bar=True,
+                      batch_size=len(x))
 
     def configure_optimizers(self):
         opt = torch.optim.AdamW(self.vae.parameters(), lr=self.lr, weight_decay=0.0)
@@ -300,99 +332,144 @@ class LitVAE(L.LightningModule):
 # %% ../nbs/02_vae.ipynb #3ac75faa
 @torch.no_grad()
 def pca_init(vae: CausalVAE,
-             clips,                    # (B, 1 + t_factor·k, 3, H, W) in [−1, 1]: streams from their first frame
+             # (B, 1 + t_factor·k, 3, H, W) in [−1, 1]: streams from their first frame
+             clips,
              max_blocks: int = 200_000, # the PCA uses at most this many blocks, drawn at random
              seed: int = 0):           # for that draw
-    "Set the linear patch paths of `vae` to the PCA code of the pixel blocks of `clips`; zero the conv branches' outputs."
+    """Set the linear patch paths of `vae` to the PCA code of the pixel blocks of `clips`; zero the conv
+    branches' outputs."""
     c = vae.config
-    x = torch.cat([clips[:, :1].expand(-1, c.t_factor - 1, -1, -1, -1), clips], 1)       # a stream's first frame, padded as `encode` pads it
+    # a stream's first frame, padded as `encode` pads it
+    x = torch.cat([clips[:, :1].expand(-1, c.t_factor - 1, -1, -1, -1), clips], 1)
     blocks = rearrange(vae.enc.patches(x), 'b k h w -> (b h w) k')
-    blocks = blocks[torch.randperm(len(blocks), generator=torch.Generator().manual_seed(seed))[:max_blocks]].double()
+    blocks = blocks[torch.randperm(len(blocks),
+                                   generator=torch.Generator().manual_seed(seed))[:max_blocks]].double()
     mean = blocks.mean(0)
-    U = torch.linalg.eigh(torch.cov((blocks - mean).T))[1][:, -c.z_ch:].flip(-1)   # (k, z_ch): the top principal directions
+    # (k, z_ch): the top principal directions
+    U = torch.linalg.eigh(torch.cov((blocks - mean).T))[1][:, -c.z_ch:].flip(-1)
     vae.enc.linear.weight.copy_(U.T[..., None, None]); vae.enc.linear.bias.copy_(-U.T @ mean)
     vae.dec.linear.weight.copy_(U[..., None, None]); vae.dec.linear.bias.copy_(mean)
-    vae.enc.head.weight[:c.z_ch] = 0; vae.enc.head.bias[:c.z_ch] = 0                   # mu's conv branch starts at zero (logvar keeps −8)
+    # mu's conv branch starts at zero (logvar keeps −8)
+    vae.enc.head.weight[:c.z_ch] = 0; vae.enc.head.bias[:c.z_ch] = 0
     vae.dec.head.weight.zero_(); vae.dec.head.bias.zero_()
     return vae
 
 # %% ../nbs/02_vae.ipynb #51a6eb99
 def save_weights(model: nn.Module, path, config: dict, dtype=torch.float32):
-    "Write `model` to the folder `path`: config.json (`config`) and model.safetensors (weights cast to `dtype`), each atomically."
+    """Write `model` to the folder `path`: config.json (`config`) and model.safetensors
+    (weights cast to `dtype`), each atomically."""
     from safetensors.torch import save_file
     path = Path(path); path.mkdir(parents=True, exist_ok=True)
     tmp = path/'model.safetensors.tmp'
-    save_file({k: v.detach().to(dtype).contiguous() for k, v in model.state_dict().items()}, str(tmp)); tmp.replace(path/'model.safetensors')
-    tmp = path/'config.json.tmp'; tmp.write_text(json.dumps(config, indent=1, default=list)); tmp.replace(path/'config.json')
+    save_file({k: v.detach().to(dtype).contiguous() for k, v in model.state_dict().items()}, str(tmp))
+    tmp.replace(path/'model.safetensors')
+    tmp = path/'config.json.tmp'; tmp.write_text(json.dumps(config, indent=1, default=list))
+    tmp.replace(path/'config.json')
     return path
 
-CONFIG_SECTIONS = dict(vae=('worldplay2.vae', 'VAEConfig'), dit=('worldplay2.dit', 'DiTConfig'), control=('worldplay2.controls', 'ControlConfig'),
-                       memory=('worldplay2.compressor', 'MemoryConfig'), pdd=('worldplay2.pdd', 'PDDConfig'))   # config.json section -> its class
+# config.json section -> its class
+CONFIG_SECTIONS = dict(vae=('worldplay2.vae', 'VAEConfig'), dit=('worldplay2.dit', 'DiTConfig'),
+                       control=('worldplay2.controls', 'ControlConfig'),
+                       memory=('worldplay2.compressor', 'MemoryConfig'), pdd=('worldplay2.pdd', 'PDDConfig'))
 CHECKPOINT_SECTIONS = dict(WorldModel=('vae', 'dit', 'control'), HistoryCompressor=('memory', 'dit'),
-                           MemoryWorld=('vae', 'dit', 'control', 'memory'), PDDWorld=('vae', 'dit', 'control', 'memory', 'pdd'))
+                           MemoryWorld=('vae', 'dit', 'control', 'memory'),
+                           PDDWorld=('vae', 'dit', 'control', 'memory', 'pdd'))
 
 def _nonfinite(x, where: str = ''):
     "(place, value) of the first non-finite number (NaN, Infinity) in a JSON value, or None."
     if isinstance(x, float) and not math.isfinite(x): return where or 'value', x
     for k, v in x.items() if isinstance(x, dict) else enumerate(x) if isinstance(x, list) else ():
-        if bad := _nonfinite(v, f"{where}.{k}" if isinstance(k, str) else f"{where}[{k}]"): return bad[0].lstrip('.'), bad[1]
+        if bad := _nonfinite(v, f"{where}.{k}" if isinstance(k, str) else f"{where}[{k}]"):
+            return bad[0].lstrip('.'), bad[1]
     return None
 
 def check_config(cfg: dict, model_name: str) -> dict:
-    """Check the config dict of a `model_name` checkpoint (config.json less its `model` key) before a network is built from it: each
-    config section (the whole dict for a `CausalVAE`) builds a valid config (`check_fields`), every other number is finite, the
-    latent statistics are sound. A ValueError names the field."""
+    """Check the config dict of a `model_name` checkpoint (config.json less its `model` key) before a network
+    is built from it: each config section (the whole dict for a `CausalVAE`) builds a valid config
+    (`check_fields`), every other number is finite, the latent statistics are sound. A ValueError names the
+    field."""
     import importlib
     sections = {None: VAEConfig} if model_name == 'CausalVAE' else {}
     for k in CHECKPOINT_SECTIONS.get(model_name, ()):
         if k not in cfg: raise ValueError(f"no '{k}' section")
     for k in CONFIG_SECTIONS:
-        if k in cfg: sections[k] = getattr(importlib.import_module(CONFIG_SECTIONS[k][0]), CONFIG_SECTIONS[k][1])
+        if k in cfg:
+            sections[k] = getattr(importlib.import_module(CONFIG_SECTIONS[k][0]), CONFIG_SECTIONS[k][1])
     for k, cls in sections.items():
         sec = cfg if k is None else cfg[k]
-        if not isinstance(sec, dict): raise ValueError(f"'{k}': expected a JSON object of {cls.__name__} fields, got {sec!r}")
+        if not isinstance(sec, dict):
+            raise ValueError(f"'{k}': expected a JSON object of {cls.__name__} fields, got {sec!r}")
         try: cls(**sec)
-        except TypeError as e: raise ValueError(f"{cls.__name__}: {e}") from None          # a field it does not have, or lacks
+        # a field it does not have, or lacks
+        except TypeError as e: raise ValueError(f"{cls.__name__}: {e}") from None
     if bad := _nonfinite(cfg): raise ValueError(f"{bad[0]}: expected a finite number, got {bad[1]!r}")
     st = cfg.get('latents')
     if st is not None:
-        n = cfg['vae'].get('z_ch') if isinstance(cfg.get('vae'), dict) else None        # one mean and one scale per latent channel
+        # one mean and one scale per latent channel
+        n = cfg['vae'].get('z_ch') if isinstance(cfg.get('vae'), dict) else None
         for k in ('z_mean', 'z_std'):
             v = st.get(k) if isinstance(st, dict) else None
-            if not (isinstance(v, list) and v and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)):
+            if not (isinstance(v, list) and v
+                    and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)):
                 raise ValueError(f"latents.{k}: expected a list of numbers, got {str(v)[:60]}")
-            if n is not None and len(v) != n: raise ValueError(f"latents.{k}: expected one number per latent channel (vae.z_ch = {n}), got {len(v)}")
+            if n is not None and len(v) != n:
+                raise ValueError(f"latents.{k}: expected one number per latent channel (vae.z_ch = {n}), "
+                                 f"got {len(v)}")
         z = st['z_std']; i = min(range(len(z)), key=z.__getitem__)
         if z[i] <= 0: raise ValueError(f"latents.z_std[{i}]: expected a number > 0, got {z[i]!r}")
     return cfg
 
 def load_weights(path, model_name: str):
-    """The config dict (without its `model` key) and float32 weights of a folder written by `save_weights` for `model_name`. A config
-    that `check_config` refuses, or a weight that is not finite, is a ValueError naming the file and the field."""
+    """The config dict (without its `model` key) and float32 weights of a folder written by `save_weights` for
+    `model_name`. A config that `check_config` refuses, or a weight that is not finite, is a ValueError naming
+    the file and the field."""
     from safetensors.torch import load_file
     path = Path(path)
     try: cfg = json.loads((path/'config.json').read_text())
-    except (FileNotFoundError, json.JSONDecodeError) as e: raise ValueError(f"{path/'config.json'}: {e}") from None
-    if not isinstance(cfg, dict): raise ValueError(f"{path/'config.json'}: expected a JSON object, got {type(cfg).__name__}")
+    except (FileNotFoundError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path/'config.json'}: {e}") from None
+    if not isinstance(cfg, dict):
+        raise ValueError(f"{path/'config.json'}: expected a JSON object, got {type(cfg).__name__}")
     if cfg.pop('model', None) != model_name: raise ValueError(f"{path}: not a {model_name} checkpoint")
     try: check_config(cfg, model_name)
     except ValueError as e: raise ValueError(f"{path/'config.json'}: {e}") from None
     try: sd = load_file(str(path/'model.safetensors'))
     except Exception as e: raise ValueError(f"{path/'model.safetensors'}: unreadable ({e})") from None
     sd = {k: v.float() for k, v in sd.items()}
-    if sd and not torch.stack([v.sum() for v in sd.values()]).isfinite().all():      # one sum a tensor: a NaN or inf anywhere shows
+    # one sum a tensor: a NaN or inf anywhere shows
+    if sd and not torch.stack([v.sum() for v in sd.values()]).isfinite().all():
         if bad := [k for k, v in sd.items() if not torch.isfinite(v).all()]:
-            raise ValueError(f"{path/'model.safetensors'}: non-finite weights (NaN or inf) in {', '.join(bad[:3])}{' …' if len(bad) > 3 else ''}")
+            raise ValueError(f"{path/'model.safetensors'}: non-finite weights (NaN or inf) in "
+                             f"{', '.join(bad[:3])}{' …' if len(bad) > 3 else ''}")
     return cfg, sd
 
+def load_net(path, model_name: str, build):
+    """The network `build(cfg)` of a folder written by `save_weights` for `model_name`, with its weights (float32, eval mode),
+    `checkpoint` naming the folder on it and on the networks inside it (`mw`, `model`) for errors about what they produce. A
+    config.json that does not fit the network (a field of the wrong type or name) or weights that do not fit the config is a
+    ValueError naming the folder."""
+    cfg, sd = load_weights(path, model_name)
+    try: net = build(cfg)
+    except (TypeError, KeyError, AttributeError) as e:
+        raise ValueError(f"{path}: its config.json does not fit the network it names ({type(e).__name__}: {e})") from e
+    try: net.load_state_dict(sd)
+    except RuntimeError as e:                                                    # missing, unexpected or misshapen weights
+        raise ValueError(f"{path}: the weights do not match its config.json ({str(e).splitlines()[0]} …)") from None
+    for m in (net, getattr(net, 'mw', None), getattr(getattr(net, 'mw', net), 'model', None)):
+        if isinstance(m, nn.Module): m.checkpoint = str(path)
+    return net.eval()
+
 def check_finite(x, who='the model'):
-    """`x` (a tensor) if all its values are finite; else a ValueError: `who` (a string, or a module: its class and, when it was loaded
-    from a folder, its `checkpoint`) produced non-finite values. One `isfinite` reduction: cheap beside the network that made `x`."""
+    """`x` (a tensor) if all its values are finite; else a ValueError: `who` (a string, or a module: its class
+    and, when it was loaded from a folder, its `checkpoint`) produced non-finite values. One `isfinite`
+    reduction: cheap beside the network that made `x`."""
     if bool(torch.isfinite(x).all()): return x
     if isinstance(who, nn.Module):
         src = getattr(who, 'checkpoint', None)
         who = f"the {type(who).__name__}" + (f" of checkpoint {src}" if src else '')
-    raise ValueError(f"{who} produced non-finite values (NaN or inf in {int((~torch.isfinite(x)).sum())} of {x.numel()}): its weights or inputs are broken")
+    raise ValueError(f"{who} produced non-finite values "
+                     f"(NaN or inf in {int((~torch.isfinite(x)).sum())} of {x.numel()}): "
+                     "its weights or inputs are broken")
 
 def save_vae(vae: CausalVAE, path, dtype=torch.float32):
     "Write `vae` to the folder `path`: config.json and model.safetensors."
@@ -400,33 +477,34 @@ def save_vae(vae: CausalVAE, path, dtype=torch.float32):
 
 def load_vae(path) -> CausalVAE:
     "Load a VAE saved by `save_vae` (weights as float32); `vae.checkpoint` records the folder."
-    cfg, sd = load_weights(path, 'CausalVAE')
-    vae = CausalVAE(VAEConfig(**cfg))
-    vae.load_state_dict(sd)
-    vae.checkpoint = str(path)
-    return vae.eval()
+    return load_net(path, 'CausalVAE', lambda cfg: CausalVAE(VAEConfig(**cfg)))
 
 @torch.no_grad()
 def fit_latent_stats(vae: CausalVAE, loader, batches: int = 20):
-    """Set `vae.z_mean` to the per-channel mean of latent means over `batches` batches, and every entry of `vae.z_std` to one
-    shared scale: the root mean square of the channels' standard deviations (so normalised latents have unit variance overall)."""
-    zs = [vae.encode(b['frames'])[0].transpose(1, 2).flatten(2) for b, _ in zip(loader, range(batches))]   # (B, C, n·h·w)
+    """Set `vae.z_mean` to the per-channel mean of latent means over `batches` batches, and every entry of
+    `vae.z_std` to one shared scale: the root mean square of the channels' standard deviations (so normalised
+    latents have unit variance overall)."""
+    # (B, C, n·h·w)
+    zs = [vae.encode(b['frames'])[0].transpose(1, 2).flatten(2) for b, _ in zip(loader, range(batches))]
     z = torch.cat(zs, 0).transpose(0, 1).flatten(1)
     vae.z_mean.copy_(z.mean(1)); vae.z_std.fill_(z.var(1).mean().sqrt().clamp_min(1e-4).item())
     return vae
 
 # %% ../nbs/02_vae.ipynb #cca0b1b9
 def frames_at(ep, res: int):
-    "An episode's frames (T, res, res, 3) uint8: as stored, re-rendered from its world at `res` (synthetic), or area-resized (recorded)."
+    """An episode's frames (T, res, res, 3) uint8: as stored, re-rendered from its world at `res` (synthetic),
+    or area-resized (recorded)."""
     if ep.frames.shape[1] == res: return ep.frames
     from worldplay2.world import FPS
-    if 'world' in ep.meta: return ep.world.render(ep.poses, np.arange(len(ep))/ep.meta.get('fps', FPS), res)[0]
+    if 'world' in ep.meta:
+        return ep.world.render(ep.poses, np.arange(len(ep))/ep.meta.get('fps', FPS), res)[0]
     f = F.interpolate(torch.from_numpy(ep.frames).permute(0, 3, 1, 2).float(), size=res, mode='area')
     return f.round().clamp(0, 255).byte().permute(0, 2, 3, 1).numpy()
 
 @torch.no_grad()
 def bench_vae(vae: CausalVAE, episodes, clip: int = 17, max_clips: int = 16) -> dict:
-    "Streaming encode/decode frames per second (batch 1) and PSNR/SSIM over clips of `clip` frames from `episodes`."
+    """Streaming encode/decode frames per second (batch 1) and PSNR/SSIM over clips of `clip` frames from
+    `episodes`."""
     from worldplay2.data import read_episode, frames_to_tensor
     vae.eval()
     r, clips = vae.config.res, []
@@ -445,5 +523,6 @@ def bench_vae(vae: CausalVAE, episodes, clip: int = 17, max_clips: int = 16) -> 
     t0 = time.perf_counter()
     for j in range(mu.shape[1]): _, state = vae.decode(mu[:, j:j + 1], state)
     t_dec = time.perf_counter() - t0
-    return dict(encode_fps=round(clip/t_enc, 1), decode_fps=round(clip/t_dec, 1), **{k: round(v, 4) for k, v in recon_metrics(clips, rec).items()},
-                res=r, clips=len(clips), frames_per_clip=clip)
+    return dict(encode_fps=round(clip/t_enc, 1), decode_fps=round(clip/t_dec, 1),
+                **{k: round(v, 4) for k, v in recon_metrics(clips, rec).items()}, res=r, clips=len(clips),
+                frames_per_clip=clip)

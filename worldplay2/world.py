@@ -43,22 +43,26 @@ def check_action(a, where='action'):
     for i, n in enumerate(ACTION_FIELDS):
         v = a[i]
         if not np.isfinite(v): raise ValueError(f"{where}: field '{n}' is {v}, not a finite number")
-        if i < 2 and abs(v) > MAX_RATE: raise ValueError(f"{where}: field '{n}'={v} deg/frame is outside [-{MAX_RATE}, {MAX_RATE}]")
-        if i in (2, 3) and v not in (-1, 0, 1): raise ValueError(f"{where}: field '{n}'={v} must be -1, 0 or 1")
+        if i < 2 and abs(v) > MAX_RATE:
+            raise ValueError(f"{where}: field '{n}'={v} deg/frame is outside [-{MAX_RATE}, {MAX_RATE}]")
+        if i in (2, 3) and v not in (-1, 0, 1):
+            raise ValueError(f"{where}: field '{n}'={v} must be -1, 0 or 1")
         if i in (4, 5) and v not in (0, 1): raise ValueError(f"{where}: field '{n}'={v} must be 0 or 1")
     return a
 
 def check_actions(actions, where='actions'):
     "Validate a `(T, 6)` action array row by row."
     actions = np.asarray(actions, dtype=np.float64)
-    if actions.ndim != 2 or actions.shape[1] != 6: raise ValueError(f"{where}: expected shape (T, 6), got {actions.shape}")
+    if actions.ndim != 2 or actions.shape[1] != 6:
+        raise ValueError(f"{where}: expected shape (T, 6), got {actions.shape}")
     for t, a in enumerate(actions): check_action(a, f"{where}[{t}]")
     return actions
 
 # %% ../nbs/00_world.ipynb #fceae832
 @dataclass(frozen=True)
 class Material:
-    "A colour and a tile pattern: `su`,`sv` tiles per metre, `off` brick offset, `line` width and `dark`ness, per-tile `noise`."
+    """A colour and a tile pattern: `su`,`sv` tiles per metre, `off` brick offset, `line` width and
+    `dark`ness, per-tile `noise`."""
     rgb: tuple
     su: float = 0.0
     sv: float = 0.0
@@ -83,41 +87,49 @@ def _m(rgb, **kw): return Material(tuple(c/255 for c in rgb), **kw)
 
 # %% ../nbs/00_world.ipynb #d1775996
 STYLES = {
-    'meadow': Style('meadow', _m((86, 150, 62), su=2, sv=2, line=0, noise=.35), _m((150, 150, 145), su=2, sv=4, off=.5),
-                    (.35, .55, .95), (.75, .85, 1.0),
-                    dict(crate=_m((165, 115, 60), su=4, sv=0), trunk=_m((105, 70, 40)), leaves=_m((40, 120, 45), noise=0),
-                         pillar=_m((200, 195, 180), su=6, sv=0), lamp=_m((60, 60, 60)), rock=_m((125, 120, 115)),
-                         barrel=_m((140, 85, 45), sv=3), chest=_m((150, 90, 30), su=3, sv=0)),
+    'meadow': Style('meadow', _m((86, 150, 62), su=2, sv=2, line=0, noise=.35),
+                    _m((150, 150, 145), su=2, sv=4, off=.5), (.35, .55, .95), (.75, .85, 1.0),
+                    dict(crate=_m((165, 115, 60), su=4, sv=0), trunk=_m((105, 70, 40)),
+                         leaves=_m((40, 120, 45), noise=0), pillar=_m((200, 195, 180), su=6, sv=0),
+                         lamp=_m((60, 60, 60)), rock=_m((125, 120, 115)), barrel=_m((140, 85, 45), sv=3),
+                         chest=_m((150, 90, 30), su=3, sv=0)),
                     'grassy meadow with grey stone-brick walls'),
-    'desert': Style('desert', _m((222, 190, 130), su=0, sv=3, line=.3, dark=.12, noise=.05), _m((205, 160, 100), su=1, sv=2, off=.5, dark=.25),
-                    (.45, .65, .95), (.95, .9, .8),
-                    dict(crate=_m((180, 140, 80), su=4, sv=0), trunk=_m((120, 90, 50)), leaves=_m((90, 140, 60)),
-                         pillar=_m((230, 210, 170), su=6, sv=0), lamp=_m((90, 70, 50)), rock=_m((190, 120, 80)),
-                         barrel=_m((160, 110, 60), sv=3), chest=_m((170, 110, 40), su=3, sv=0)),
+    'desert': Style('desert', _m((222, 190, 130), su=0, sv=3, line=.3, dark=.12, noise=.05),
+                    _m((205, 160, 100), su=1, sv=2, off=.5, dark=.25), (.45, .65, .95), (.95, .9, .8),
+                    dict(crate=_m((180, 140, 80), su=4, sv=0), trunk=_m((120, 90, 50)),
+                         leaves=_m((90, 140, 60)), pillar=_m((230, 210, 170), su=6, sv=0),
+                         lamp=_m((90, 70, 50)), rock=_m((190, 120, 80)), barrel=_m((160, 110, 60), sv=3),
+                         chest=_m((170, 110, 40), su=3, sv=0)),
                     'sandy desert with sandstone walls'),
-    'neon': Style('neon', _m((20, 20, 35), su=1, sv=1, line=.05, dark=-3.0, noise=0), _m((40, 30, 70), su=1, sv=1, line=.05, dark=-2.5, noise=0),
-                  (.05, .02, .15), (.35, .1, .45),
-                  dict(crate=_m((0, 200, 220), su=2, sv=2, dark=.6), trunk=_m((90, 40, 160)), leaves=_m((255, 60, 200), emissive=True),
-                       pillar=_m((60, 60, 90), sv=2, dark=-2), lamp=_m((30, 30, 40)), rock=_m((70, 60, 110)),
-                       barrel=_m((255, 160, 0), sv=3), chest=_m((0, 255, 140), su=3, sv=0)),
+    'neon': Style('neon', _m((20, 20, 35), su=1, sv=1, line=.05, dark=-3.0, noise=0),
+                  _m((40, 30, 70), su=1, sv=1, line=.05, dark=-2.5, noise=0), (.05, .02, .15), (.35, .1, .45),
+                  dict(crate=_m((0, 200, 220), su=2, sv=2, dark=.6), trunk=_m((90, 40, 160)),
+                       leaves=_m((255, 60, 200), emissive=True), pillar=_m((60, 60, 90), sv=2, dark=-2),
+                       lamp=_m((30, 30, 40)), rock=_m((70, 60, 110)), barrel=_m((255, 160, 0), sv=3),
+                       chest=_m((0, 255, 140), su=3, sv=0)),
                   'neon grid world with glowing lines on dark walls'),
-    'town': Style('town', _m((120, 115, 110), su=3, sv=3, off=.5, noise=.25), _m((160, 65, 50), su=4, sv=8, off=.5, dark=.45),
-                  (.4, .6, .9), (.85, .88, .92),
+    'town': Style('town', _m((120, 115, 110), su=3, sv=3, off=.5, noise=.25),
+                  _m((160, 65, 50), su=4, sv=8, off=.5, dark=.45), (.4, .6, .9), (.85, .88, .92),
                   dict(crate=_m((150, 110, 70), su=4, sv=0), trunk=_m((90, 60, 35)), leaves=_m((60, 110, 50)),
-                       pillar=_m((220, 220, 215), su=8, sv=0), lamp=_m((30, 30, 30)), rock=_m((110, 110, 110)),
-                       barrel=_m((90, 90, 100), sv=3), chest=_m((130, 80, 30), su=3, sv=0)),
+                       pillar=_m((220, 220, 215), su=8, sv=0), lamp=_m((30, 30, 30)),
+                       rock=_m((110, 110, 110)), barrel=_m((90, 90, 100), sv=3),
+                       chest=_m((130, 80, 30), su=3, sv=0)),
                   'cobblestone town with red brick walls'),
-    'candy': Style('candy', _m((250, 200, 220), su=1, sv=1, line=0, noise=0, dark=0), _m((255, 240, 200), su=3, sv=0, line=.5, dark=.3, noise=0),
-                   (.55, .9, .85), (1.0, .95, .97),
-                   dict(crate=_m((255, 150, 190), su=2, sv=2), trunk=_m((255, 255, 255), sv=6, line=.5, dark=.3), leaves=_m((255, 120, 160)),
-                        pillar=_m((160, 220, 255), su=4, sv=4, line=.5, dark=.2), lamp=_m((250, 250, 250)), rock=_m((200, 170, 255)),
-                        barrel=_m((255, 220, 120), sv=3), chest=_m((255, 200, 60), su=3, sv=0)),
+    'candy': Style('candy', _m((250, 200, 220), su=1, sv=1, line=0, noise=0, dark=0),
+                   _m((255, 240, 200), su=3, sv=0, line=.5, dark=.3, noise=0), (.55, .9, .85),
+                   (1.0, .95, .97),
+                   dict(crate=_m((255, 150, 190), su=2, sv=2),
+                        trunk=_m((255, 255, 255), sv=6, line=.5, dark=.3), leaves=_m((255, 120, 160)),
+                        pillar=_m((160, 220, 255), su=4, sv=4, line=.5, dark=.2), lamp=_m((250, 250, 250)),
+                        rock=_m((200, 170, 255)), barrel=_m((255, 220, 120), sv=3),
+                        chest=_m((255, 200, 60), su=3, sv=0)),
                    'pastel candy land with striped walls'),
-    'tundra': Style('tundra', _m((235, 240, 245), su=1, sv=1, line=0, noise=.08), _m((150, 190, 215), su=2, sv=2, off=.5, dark=.2),
-                    (.5, .65, .85), (.85, .9, .95),
+    'tundra': Style('tundra', _m((235, 240, 245), su=1, sv=1, line=0, noise=.08),
+                    _m((150, 190, 215), su=2, sv=2, off=.5, dark=.2), (.5, .65, .85), (.85, .9, .95),
                     dict(crate=_m((120, 90, 70), su=4, sv=0), trunk=_m((80, 60, 50)), leaves=_m((30, 80, 60)),
-                         pillar=_m((190, 220, 240), su=6, sv=0), lamp=_m((50, 50, 60)), rock=_m((100, 105, 115)),
-                         barrel=_m((100, 70, 50), sv=3), chest=_m((110, 70, 40), su=3, sv=0)),
+                         pillar=_m((190, 220, 240), su=6, sv=0), lamp=_m((50, 50, 60)),
+                         rock=_m((100, 105, 115)), barrel=_m((100, 70, 50), sv=3),
+                         chest=_m((110, 70, 40), su=3, sv=0)),
                     'icy tundra with frozen blue walls'),
 }
 
@@ -141,12 +153,15 @@ FOOTPRINT = dict(crate=('box', .5), tree=('circle', .2), pillar=('circle', .4), 
 
 # %% ../nbs/00_world.ipynb #f7d165ba
 def object_prims(o: SceneObject, open_frac=0.0):
-    "The primitives of one object: a list of `(shape, geom, (z0, z1), material)`; shapes: box, cyl, ell, cone."
+    """The primitives of one object: a list of `(shape, geom, (z0, z1), material)`; shapes: box, cyl, ell,
+    cone."""
     s, x, y = o.size, o.x, o.y
     if o.kind == 'crate': return [('box', (x - .5*s, y - .5*s, x + .5*s, y + .5*s), (0, s), 'crate')]
-    if o.kind == 'tree': return [('cyl', (x, y, .2*s), (0, 1.4*s), 'trunk'), ('cone', (x, y, 1.1*s), (1.0*s, 3.4*s), 'leaves')]
+    if o.kind == 'tree':
+        return [('cyl', (x, y, .2*s), (0, 1.4*s), 'trunk'), ('cone', (x, y, 1.1*s), (1.0*s, 3.4*s), 'leaves')]
     if o.kind == 'pillar': return [('cyl', (x, y, .4*s), (0, 3.2*s), 'pillar')]
-    if o.kind == 'lamp': return [('cyl', (x, y, .08*s), (0, 2.3*s), 'lamp'), ('ell', (x, y, .3*s), (2.2*s, 2.8*s), 'light')]
+    if o.kind == 'lamp':
+        return [('cyl', (x, y, .08*s), (0, 2.3*s), 'lamp'), ('ell', (x, y, .3*s), (2.2*s, 2.8*s), 'light')]
     if o.kind == 'rock': return [('ell', (x, y, .55*s), (-.2*s, .7*s), 'rock')]
     if o.kind == 'barrel': return [('cyl', (x, y, .4*s), (0, 1.0*s), 'barrel')]
     if o.kind == 'chest':
@@ -174,8 +189,8 @@ def _c(rgb): return tuple(c/255 for c in rgb)
 CHARACTERS = {
     'ada':   Character('ada', 'slim', _c((200, 40, 40)), _c((240, 200, 170)), 'cone hat', _c((250, 210, 30)),
                        'A slim figure in a red tunic wearing a yellow cone hat.'),
-    'bruno': Character('bruno', 'stocky', _c((40, 80, 200)), _c((150, 100, 70)), 'backpack', _c((230, 120, 20)),
-                       'A stocky figure in a blue coat carrying an orange backpack.'),
+    'bruno': Character('bruno', 'stocky', _c((40, 80, 200)), _c((150, 100, 70)), 'backpack',
+                       _c((230, 120, 20)), 'A stocky figure in a blue coat carrying an orange backpack.'),
     'cleo':  Character('cleo', 'round', _c((130, 60, 170)), _c((250, 220, 190)), 'antenna', _c((60, 220, 90)),
                        'A round purple figure with a green antenna on its head.'),
     'dax':   Character('dax', 'robe', _c((240, 240, 235)), _c((90, 60, 40)), 'top hat', _c((25, 25, 25)),
@@ -188,7 +203,8 @@ CHARACTERS = {
 def character_prims(c: Character, x, y, z, yaw):
     "The character's primitives at `(x, y)` lifted by the jump height `z`, facing `yaw` (degrees)."
     bx, by = x - .32*math.cos(math.radians(yaw)), y - .32*math.sin(math.radians(yaw))   # behind the body
-    shape, r, h = dict(slim=('cyl', .22, 1.15), stocky=('cyl', .34, .9), round=('ell', .38, 1.05), robe=('cone', .42, 1.45))[c.body]
+    shape, r, h = dict(slim=('cyl', .22, 1.15), stocky=('cyl', .34, .9), round=('ell', .38, 1.05),
+                       robe=('cone', .42, 1.45))[c.body]
     head = h - (.25 if c.body == 'robe' else 0)
     p = [(shape, (x, y, r), (z, z + h), 'body'), ('ell', (x, y, .2), (z + head, z + head + .4), 'head')]
     if c.accessory == 'cone hat': p.append(('cone', (x, y, .22), (z + head + .3, z + head + .75), 'acc'))
@@ -218,20 +234,25 @@ class Scene:
 
 # %% ../nbs/00_world.ipynb #17f4a9a5
 def _layout_walls(layout, rng):
-    "Wall boxes `(x0, y0, x1, y1, height)`: the arena's boundary plus the layout's inner walls with door gaps."
+    """Wall boxes `(x0, y0, x1, y1, height)`: the arena's boundary plus the layout's inner walls with door
+    gaps."""
     S, th = ARENA, .4
-    walls = [(-th, -th, S + th, 0, 3.0), (-th, S, S + th, S + th, 3.0), (-th, 0, 0, S, 3.0), (S, 0, S + th, S, 3.0)]
+    walls = [(-th, -th, S + th, 0, 3.0), (-th, S, S + th, S + th, 3.0), (-th, 0, 0, S, 3.0),
+             (S, 0, S + th, S, 3.0)]
     def split(a, b, gaps, fixed, horizontal, h=2.5):   # a wall from a to b along one axis, with 2 m door gaps
         cuts = [a] + [v for g in sorted(gaps) for v in (g - 1.0, g + 1.0)] + [b]
         for s, e in zip(cuts[::2], cuts[1::2]):
-            if e - s > .2: walls.append((s, fixed - th/2, e, fixed + th/2, h) if horizontal else (fixed - th/2, s, fixed + th/2, e, h))
+            if e - s > .2:
+                walls.append((s, fixed - th/2, e, fixed + th/2, h) if horizontal
+                             else (fixed - th/2, s, fixed + th/2, e, h))
     if layout == 'rooms':
         m = S/2
         split(0, S, [rng.uniform(3, m - 3), rng.uniform(m + 3, S - 3)], m, True)
         split(0, S, [rng.uniform(3, m - 3), rng.uniform(m + 3, S - 3)], m, False)
     elif layout == 'courtyard':
         a, b = S/3, 2*S/3
-        for fixed, hor in ((a, True), (b, True), (a, False), (b, False)): split(a, b, [rng.uniform(a + 2, b - 2)], fixed, hor, 2.0)
+        for fixed, hor in ((a, True), (b, True), (a, False), (b, False)):
+            split(a, b, [rng.uniform(a + 2, b - 2)], fixed, hor, 2.0)
     elif layout == 'maze':
         for _ in range(rng.integers(4, 7)):
             L, hor = rng.uniform(4, 8), bool(rng.integers(2))
@@ -263,12 +284,14 @@ def make_scene(seed: int, style: str = None, layout: str = None, n_objects: int 
         tries += 1
         x, y = rng.uniform(1, ARENA - 1, 2)
         kind, size = kinds[rng.integers(len(kinds))], float(rng.uniform(.8, 1.25))
-        if footprint_clear(x, y, walls, objects, FOOTPRINT[kind][1]*size + .4): objects.append(SceneObject(kind, float(x), float(y), size))
+        if footprint_clear(x, y, walls, objects, FOOTPRINT[kind][1]*size + .4):
+            objects.append(SceneObject(kind, float(x), float(y), size))
     while True:   # a start spot with room around it
         x, y = rng.uniform(2, ARENA - 2, 2)
         if footprint_clear(x, y, walls, objects, 1.2): break
     tod = float(rng.choice([8.0, 10.0, 12.0, 15.0, 17.5, 19.0]))
-    return Scene(seed, style, layout, walls, objects, tod, (_q(x, POS_Q)/POS_Q, _q(y, POS_Q)/POS_Q, float(rng.integers(0, 360))))
+    return Scene(seed, style, layout, walls, objects, tod, (_q(x, POS_Q)/POS_Q, _q(y, POS_Q)/POS_Q,
+                                                            float(rng.integers(0, 360))))
 
 # %% ../nbs/00_world.ipynb #ac2d29ad
 def _daylight(tod):
@@ -286,19 +309,22 @@ def light_words(tod):
     return 'bright daylight with white sunlight'
 
 def scene_caption(s: Scene) -> str:
-    "The `scene` caption field: layout, style, objects present from the start, and the light, in one sentence."
+    """The `scene` caption field: layout, style, objects present from the start, and the light, in one
+    sentence."""
     counts = {}
     for o in s.objects:
         if o.t_on == -math.inf: counts[o.kind] = counts.get(o.kind, 0) + 1
     things = ', '.join(f"{n} {k}{'s' if n > 1 else ''}" for k, n in sorted(counts.items()))
-    where = dict(open='An open walled arena', rooms='Four rooms joined by doorways', courtyard='A walled courtyard inside an arena',
+    where = dict(open='An open walled arena', rooms='Four rooms joined by doorways',
+                 courtyard='A walled courtyard inside an arena',
                  maze='A maze of free-standing walls')[s.layout]
     return f"{where} in a {STYLES[s.style].words}, with {things}; {light_words(s.time_of_day)}."
 
 # %% ../nbs/00_world.ipynb #b3df30ff
 @dataclass
 class Event:
-    "A timed change of the world. kind: transition | addition | removal | interaction; `what` names its target."
+    """A timed change of the world. kind: transition | addition | removal | interaction; `what` names its
+    target."""
     kind: str
     start: float
     end: float
@@ -306,7 +332,8 @@ class Event:
     text: str
 
 TRANSITIONS = {'night': 'Night falls and the sky turns dark.', 'fog': 'A thick fog rolls in.',
-               'rain': 'It starts to rain.', 'snow': 'It starts to snow.', 'sunset': 'The sun sets and the light turns orange.'}
+               'rain': 'It starts to rain.', 'snow': 'It starts to snow.',
+               'sunset': 'The sun sets and the light turns orange.'}
 
 @dataclass
 class WorldState:
@@ -328,7 +355,8 @@ K_LAYERS = 8                                   # nearest primitives kept per scr
 _SHAPE = dict(box=0, cyl=0, ell=1, cone=2)     # 0: flat-capped prism, 1: ellipsoid, 2: cone
 
 def _cast_boxes(ox, oy, dx, dy, p):
-    "Rays (B, W) against axis-aligned boxes (B, N): entry/exit depth, hit flag, texture u and the horizontal normal."
+    """Rays (B, W) against axis-aligned boxes (B, N): entry/exit depth, hit flag, texture u and the horizontal
+    normal."""
     g = p['geom'][:, None]                                   # (B, 1, N, 4)
     ix, iy = 1/dx[..., None], 1/dy[..., None]                # (B, W, 1)
     tx0, tx1 = (g[..., 0] - ox)*ix, (g[..., 2] - ox)*ix
@@ -355,7 +383,8 @@ def _cast_rounds(ox, oy, dx, dy, p):
 
 # %% ../nbs/00_world.ipynb #4fdf2396
 def _stack_prims(per_frame, mat_index):
-    "Pad per-frame lists of `(shape, geom, (z0, z1), material)` into `boxes` and `rounds` arrays; padding is invisible."
+    """Pad per-frame lists of `(shape, geom, (z0, z1), material)` into `boxes` and `rounds` arrays; padding is
+    invisible."""
     B, out = len(per_frame), {}
     for group, shapes in (('boxes', ('box',)), ('rounds', ('cyl', 'ell', 'cone'))):
         lists = [[p for p in ps if p[0] in shapes] for ps in per_frame]
@@ -364,7 +393,8 @@ def _stack_prims(per_frame, mat_index):
         mat, shape, vis = np.zeros((B, n), np.int64), np.zeros((B, n), np.int64), np.zeros((B, n), bool)
         for b, l in enumerate(lists):
             for i, (s, geom, zz, m) in enumerate(l):
-                g[b, i, :len(geom)], z[b, i], mat[b, i], shape[b, i], vis[b, i] = geom, zz, mat_index[m], _SHAPE[s], True
+                g[b, i, :len(geom)], z[b, i], mat[b, i], shape[b, i], vis[b, i] = (geom, zz, mat_index[m],
+                                                                                   _SHAPE[s], True)
         out[group] = dict(geom=g, z=z, mat=mat, shape=shape, vis=vis)
     return out
 
@@ -378,18 +408,22 @@ def _rays(cam, H, W, fov=FOV):
     fx, fy = np.cos(yaw)[:, None], np.sin(yaw)[:, None]
     dx, dy = fx - slope*fy, fy + slope*fx                     # (B, W); forward part 1, so t is camera depth
     dx = np.where(np.abs(dx) < 1e-6, f32(1e-6), dx); dy = np.where(np.abs(dy) < 1e-6, f32(1e-6), dy)
-    return dict(foc=foc, dx=dx, dy=dy, ox=cam['x'].astype(f32)[:, None, None], oy=cam['y'].astype(f32)[:, None, None],
-                eye=cam['z'].astype(f32)[:, None, None], hz=(H/2 + np.tan(pitch)*foc)[:, None, None])
+    return dict(foc=foc, dx=dx, dy=dy, ox=cam['x'].astype(f32)[:, None, None],
+                oy=cam['y'].astype(f32)[:, None, None], eye=cam['z'].astype(f32)[:, None, None],
+                hz=(H/2 + np.tan(pitch)*foc)[:, None, None])
 
 def _proj(r, z, t):
-    "The row of height z at depth t (±inf at t = 0, where a missed primitive has no depth: masked by the callers)."
+    """The row of height z at depth t (±inf at t = 0, where a missed primitive has no depth: masked by the
+    callers)."""
     with np.errstate(divide='ignore', invalid='ignore'): return r['hz'] - (z - r['eye'])*r['foc']/t
 
 # %% ../nbs/00_world.ipynb #6a606be1
 def _column_layers(r, prims, sun):
-    "The K nearest primitives of every column, near to far: depth, shape, material, heights, u, n.sun and row span (B, W, K)."
+    """The K nearest primitives of every column, near to far: depth, shape, material, heights, u, n.sun and
+    row span (B, W, K)."""
     pb, pr = prims['boxes'], prims['rounds']
-    bt, rt = _cast_boxes(r['ox'], r['oy'], r['dx'], r['dy'], pb), _cast_rounds(r['ox'], r['oy'], r['dx'], r['dy'], pr)
+    bt, rt = (_cast_boxes(r['ox'], r['oy'], r['dx'], r['dy'], pb),
+              _cast_rounds(r['ox'], r['oy'], r['dx'], r['dy'], pr))
     cat = lambda i: np.concatenate([bt[i], rt[i]], -1)        # (B, W, N)
     tn, tf, u = cat(0), cat(1), cat(3)
     hit = np.concatenate([bt[2] & pb['vis'][:, None], rt[2] & pr['vis'][:, None]], -1) & (tn > NEAR)
@@ -400,7 +434,8 @@ def _column_layers(r, prims, sun):
     z, shape, mat = per_prim('z'), per_prim('shape'), per_prim('mat')
     N = tn.shape[-1]; K = min(K_LAYERS, N)
     sel = np.argpartition(tn, K - 1, -1)[..., :K] if K < N else np.broadcast_to(np.arange(N), tn.shape)
-    sel = np.take_along_axis(sel, np.argsort(np.take_along_axis(tn, sel, -1), -1), -1)   # (B, W, K) near to far
+    # (B, W, K) near to far
+    sel = np.take_along_axis(sel, np.argsort(np.take_along_axis(tn, sel, -1), -1), -1)
     pick = lambda a: np.take_along_axis(np.broadcast_to(a, tn.shape), sel, -1)
     L = dict(tn=pick(tn), tf=pick(tf), shp=pick(shape), mat=pick(mat), z0=pick(z[..., 0]), z1=pick(z[..., 1]),
              u=pick(u), ndl_h=pick(ndl_h), ch=pick(chord))
@@ -411,9 +446,11 @@ def _spans(r, L):
     tn, shp, z0, z1, ch = L['tn'], L['shp'], L['z0'], L['z1'], L['ch']
     curved = shp > 0
     tfar = np.where(np.isfinite(L['tf']), L['tf'], tn)
-    t = np.where(curved, (tn + np.minimum(tfar, tn + 50))/2, tn)          # curved shapes project at the chord middle
+    # curved shapes project at the chord middle
+    t = np.where(curved, (tn + np.minimum(tfar, tn + 50))/2, tn)
     zc, hv = (z0 + z1)/2, (z1 - z0)/2
-    top_z = np.where(shp == 1, zc + hv*ch, np.where(shp == 2, z0 + (z1 - z0)*(1 - np.sqrt(np.maximum(1 - ch*ch, 0))), z1))
+    top_z = np.where(shp == 1, zc + hv*ch,
+                     np.where(shp == 2, z0 + (z1 - z0)*(1 - np.sqrt(np.maximum(1 - ch*ch, 0))), z1))
     bot_z = np.where(shp == 1, zc - hv*ch, z0)
     top = np.where(curved, _proj(r, top_z, t), np.minimum(_proj(r, top_z, tn), _proj(r, top_z, tfar)))
     bot = np.where(curved, _proj(r, bot_z, t), np.maximum(_proj(r, bot_z, tn), _proj(r, bot_z, tfar)))
@@ -421,7 +458,8 @@ def _spans(r, L):
 
 # %% ../nbs/00_world.ipynb #91b241ba
 def _pixel_surfaces(r, L, H):
-    "Per pixel (B, H, W): the covering layer and its surface: depth, masks (floor, sky, caps), texture coords, shape, material."
+    """Per pixel (B, H, W): the covering layer and its surface: depth, masks (floor, sky, caps), texture
+    coords, shape, material."""
     f32 = np.float32
     B, W, K = L['t'].shape
     rows = (np.arange(H, dtype=f32) + .5)[None, :, None]      # (1, H, 1)
@@ -442,11 +480,13 @@ def _pixel_surfaces(r, L, H):
     depth = np.where(is_top, (eye - z1)*foc/safe, np.where(is_bot, (eye - z0)*foc/safe, t))
     depth = np.where(sky, np.inf, np.where(floor, eye*foc/safe, depth)).astype(f32)
     d = np.where(sky, 0, depth)
-    plane = is_top | is_bot | floor                            # horizontal surfaces use world (x, y) as texture coords
+    # horizontal surfaces use world (x, y) as texture coords
+    plane = is_top | is_bot | floor
     zpix = eye - below*d/foc
-    return dict(depth=depth, sky=sky, floor=floor, is_top=is_top, is_bot=is_bot, shp=shp, z0=z0, z1=z1, zpix=zpix,
-                mat=np.where(floor, 0, g(L['mat'])), ndl_h=g(L['ndl_h']),
-                tu=np.where(plane, r['ox'] + d*r['dx'][:, None, :], g(L['u'])), tv=np.where(plane, r['oy'] + d*r['dy'][:, None, :], zpix))
+    return dict(depth=depth, sky=sky, floor=floor, is_top=is_top, is_bot=is_bot, shp=shp, z0=z0,
+                z1=z1, zpix=zpix, mat=np.where(floor, 0, g(L['mat'])), ndl_h=g(L['ndl_h']),
+                tu=np.where(plane, r['ox'] + d*r['dx'][:, None, :], g(L['u'])),
+                tv=np.where(plane, r['oy'] + d*r['dy'][:, None, :], zpix))
 
 # %% ../nbs/00_world.ipynb #fd1bfc12
 def _hash2(a, b):
@@ -456,7 +496,8 @@ def _hash2(a, b):
     return (h & 0xFFFF).astype(np.float32)/np.float32(65536)
 
 def tile_pattern(u, v, m):
-    "Brightness of a tiled surface at surface coordinates (u, v) metres; `m` maps material fields to per-pixel arrays."
+    """Brightness of a tiled surface at surface coordinates (u, v) metres; `m` maps material fields to
+    per-pixel arrays."""
     cu = u*m['su'] + m['off']*np.floor(v*m['sv'])
     cv = v*m['sv']
     iu, iv = np.floor(cu), np.floor(cv)
@@ -470,11 +511,14 @@ def _shade(r, P, mats, env):
     m = {k: v[P['mat']] for k, v in mats.items() if k != 'rgb'}
     val = tile_pattern(P['tu'], P['tv'], m)
     shp, sz = P['shp'], env['sun'][:, 2, None, None].astype(f32)
-    nz = np.where(shp == 1, np.clip((P['zpix'] - (P['z0'] + P['z1'])/2)/np.maximum((P['z1'] - P['z0'])/2, 1e-3), -1, 1),
-                  np.where(shp == 2, f32(.45), f32(0)))             # vertical part of the normal on curved shapes
+    # vertical part of the normal on curved shapes
+    nz = np.where(shp == 1,
+                  np.clip((P['zpix'] - (P['z0'] + P['z1'])/2)/np.maximum((P['z1'] - P['z0'])/2, 1e-3), -1, 1),
+                  np.where(shp == 2, f32(.45), f32(0)))
     ndl = P['ndl_h']*np.sqrt(1 - nz*nz) + sz*nz
     ndl = np.where(P['is_top'] | P['floor'], sz, np.where(P['is_bot'], -sz, ndl))
-    A = val*np.where(m['emissive'], f32(1.3), env['ambient'].astype(f32)[:, None, None])   # ambient (or glow) part
+    # ambient (or glow) part
+    A = val*np.where(m['emissive'], f32(1.3), env['ambient'].astype(f32)[:, None, None])
     S = val*np.where(m['emissive'], f32(0), np.maximum(ndl, 0))                            # direct light part
     return mats['rgb'].T[:, P['mat']]*(A + S*env['sun_rgb'].T.astype(f32)[:, :, None, None])
 
@@ -487,9 +531,11 @@ def _sky_and_weather(r, P, rgb, env, H, W):
     rgb = fog_rgb + (rgb - fog_rgb)*np.exp(-fog*np.where(P['sky'], 0, P['depth']))
     elev = (r['hz'] - rows)/r['foc']                          # (B, H, 1) tangent of the elevation
     top, hor = env['sky_top'].T[:, :, None, None], env['sky_hor'].T[:, :, None, None]
-    sky = fog_rgb + (hor + (top - hor)*np.clip(elev*1.5, 0, 1) - fog_rgb)*np.maximum(1 - fog*6, 0)   # (3, B, H, 1)
+    # (3, B, H, 1)
+    sky = fog_rgb + (hor + (top - hor)*np.clip(elev*1.5, 0, 1) - fog_rgb)*np.maximum(1 - fog*6, 0)
     dx, dy, sun = r['dx'][:, None, :], r['dy'][:, None, :], env['sun'].astype(f32)
-    cosang = (dx*sun[:, 0, None, None] + dy*sun[:, 1, None, None] + elev*sun[:, 2, None, None])/np.sqrt(dx*dx + dy*dy + elev*elev)
+    cosang = ((dx*sun[:, 0, None, None] + dy*sun[:, 1, None, None] + elev*sun[:, 2, None, None])
+              /np.sqrt(dx*dx + dy*dy + elev*elev))
     if np.any(env['stars'] > 0):
         az, el = np.floor(np.arctan2(r['dy'], r['dx'])*180)[:, None, :], np.floor(np.arctan(elev)*180)
         sky = sky + ((_hash2(az, el) > .995) & (elev > .05))*env['stars'][:, None, None]
@@ -497,17 +543,20 @@ def _sky_and_weather(r, P, rgb, env, H, W):
     rgb = np.where(P['sky'], sky, rgb)
     cols_i, rows_i, tt = np.arange(W)[None, None, :], np.arange(H)[None, :, None], env['t'][:, None, None]*FPS
     if np.any(env['rain'] > 0):
-        drop = _hash2(cols_i + 0*rows_i, np.floor((rows_i + tt*H/8)/(H/10)).astype(np.int64)*7 + cols_i//3) > 1 - .08*env['rain'][:, None, None]
+        drop = (_hash2(cols_i + 0*rows_i, np.floor((rows_i + tt*H/8)/(H/10)).astype(np.int64)*7 + cols_i//3)
+                > 1 - .08*env['rain'][:, None, None])
         rgb = np.where(drop, rgb*.5 + f32(.45), rgb)
     if np.any(env['snow'] > 0):
         sx = np.floor((cols_i + np.sin(tt*.2 + rows_i*.05)*3)/2).astype(np.int64)
-        flake = _hash2(sx, np.floor((rows_i - tt*H/48)/2).astype(np.int64)) > 1 - .05*env['snow'][:, None, None]
+        flake = (_hash2(sx, np.floor((rows_i - tt*H/48)/2).astype(np.int64))
+                 > 1 - .05*env['snow'][:, None, None])
         rgb = np.where(flake, f32(.95), rgb)
     return rgb
 
 # %% ../nbs/00_world.ipynb #7fa9c1d9
 def render_frames(cam, prims, mats, env, H, W, fov=FOV):
-    "Render B frames: `cam` holds (B,) arrays x, y, z, yaw, pitch. Returns rgb float32 (B, H, W, 3) in [0, 1] and depth (B, H, W)."
+    """Render B frames: `cam` holds (B,) arrays x, y, z, yaw, pitch. Returns rgb float32 (B, H, W, 3) in
+    [0, 1] and depth (B, H, W)."""
     r = _rays(cam, H, W, fov)
     L = _column_layers(r, prims, env['sun'].astype(np.float32))
     P = _pixel_surfaces(r, L, H)
@@ -517,7 +566,8 @@ def render_frames(cam, prims, mats, env, H, W, fov=FOV):
 # %% ../nbs/00_world.ipynb #7470c22b
 @dataclass(frozen=True)
 class AgentState:
-    "The character on the lattice: position in 1/POS_Q m, yaw/pitch in 1/ANG_Q degrees; jump height `z` (m) and speed `vz`."
+    """The character on the lattice: position in 1/POS_Q m, yaw/pitch in 1/ANG_Q degrees; jump height `z` (m)
+    and speed `vz`."""
     xq: int
     yq: int
     yawq: int
@@ -539,12 +589,14 @@ class AgentState:
 
     @classmethod
     def from_pose(cls, pose, vz: float = 0.0):
-        "The state at a pose `[x, y, z, yaw, pitch, perspective]` (on the lattice); `vz` is the vertical speed if mid-jump."
+        """The state at a pose `[x, y, z, yaw, pitch, perspective]` (on the lattice); `vz` is the vertical
+        speed if mid-jump."""
         x, y, z, yaw, pitch, p = (float(v) for v in pose)
         return cls(_q(x, POS_Q), _q(y, POS_Q), _q(yaw % 360, ANG_Q), _q(pitch, ANG_Q), z, vz, int(p))
 
 POSE_FIELDS = ('x', 'y', 'z', 'yaw', 'pitch', 'perspective')
-CAM_BACK, CAM_HEIGHT, CAM_TILT = 2.4, 2.1, -14.0   # third-person camera: metres behind, metres up, degrees down
+# third-person camera: metres behind, metres up, degrees down
+CAM_BACK, CAM_HEIGHT, CAM_TILT = 2.4, 2.1, -14.0
 
 # %% ../nbs/00_world.ipynb #bb403cc4
 def _material_table(style: Style, ch: Character):
@@ -555,15 +607,17 @@ def _material_table(style: Style, ch: Character):
                  head=Material(ch.head_rgb, noise=0), acc=Material(ch.acc_rgb, noise=0))
     ms = [style.objects.get(n) or extra[n] for n in names]
     f = lambda a: np.array([getattr(m, a) for m in ms], np.float32)
-    mats = dict(rgb=f('rgb'), su=f('su'), sv=f('sv'), off=f('off'), line=f('line'), dark=f('dark'), noise=f('noise'),
-                emissive=np.array([m.emissive for m in ms]))
+    mats = dict(rgb=f('rgb'), su=f('su'), sv=f('sv'), off=f('off'), line=f('line'), dark=f('dark'),
+                noise=f('noise'), emissive=np.array([m.emissive for m in ms]))
     return mats, {n: i for i, n in enumerate(names)}
 
 # %% ../nbs/00_world.ipynb #e3640b61
 class World:
-    "A scene, a character and a timeline of events: physics, machine-checkable state, and rendering with ground truth."
+    """A scene, a character and a timeline of events: physics, machine-checkable state, and rendering with
+    ground truth."""
     def __init__(self, scene: Scene, character: str = 'ada', events=()):
-        if character not in CHARACTERS: raise ValueError(f"unknown character '{character}'; known: {list(CHARACTERS)}")
+        if character not in CHARACTERS:
+            raise ValueError(f"unknown character '{character}'; known: {list(CHARACTERS)}")
         self.scene, self.character, self.events = scene, CHARACTERS[character], list(events)
         self.mats, self.mat_index = _material_table(STYLES[scene.style], self.character)
         self._static = _static_prims(scene, self.mat_index)
@@ -601,7 +655,8 @@ def _solids(scene):
     boxes = [(*w[:4], -inf, inf) for w in scene.walls]
     boxes += [(o.x - h*o.size, o.y - h*o.size, o.x + h*o.size, o.y + h*o.size, o.t_on, o.t_off)
               for o in scene.objects for kind, h in [FOOTPRINT[o.kind]] if kind == 'box']
-    circles = [(o.x, o.y, h*o.size, o.t_on, o.t_off) for o in scene.objects for kind, h in [FOOTPRINT[o.kind]] if kind == 'circle']
+    circles = [(o.x, o.y, h*o.size, o.t_on, o.t_off) for o in scene.objects
+               for kind, h in [FOOTPRINT[o.kind]] if kind == 'circle']
     return np.array(boxes, np.float64).reshape(-1, 6), np.array(circles, np.float64).reshape(-1, 5)
 
 # %% ../nbs/00_world.ipynb #d7f58aba
@@ -623,7 +678,8 @@ def state(self: World, t: float) -> WorldState:
     return WorldState(t, tod % 24, fog, rain, snow, present, chest)
 
 # %% ../nbs/00_world.ipynb #1231f78f
-_ENV = dict(sun=3, sun_rgb=3, ambient=1, sky_top=3, sky_hor=3, fog=1, fog_rgb=3, stars=1, rain=1, snow=1, t=1, disc_rgb=3)
+_ENV = dict(sun=3, sun_rgb=3, ambient=1, sky_top=3, sky_hor=3, fog=1, fog_rgb=3, stars=1, rain=1, snow=1,
+            t=1, disc_rgb=3)
 
 def _env_row(style: Style, s: WorldState):
     "One frame's lighting, sky, fog and weather values, in `_ENV` order."
@@ -635,13 +691,15 @@ def _env_row(style: Style, s: WorldState):
     orange, wet = np.array([1., .55, .25]), max(s.rain, s.snow)
     sun_rgb = day*((1 - warm)*np.ones(3) + warm*orange)*.85 + (1 - day)*np.array([.25, .3, .45])
     top = np.array(style.sky_top)*day + np.array([.02, .03, .08])*(1 - day)
-    hor = (np.array(style.sky_horizon)*(1 - .6*warm) + orange*.6*warm)*day + np.array([.08, .1, .18])*(1 - day)
+    hor = ((np.array(style.sky_horizon)*(1 - .6*warm) + orange*.6*warm)*day
+           + np.array([.08, .1, .18])*(1 - day))
     grey = np.array([.6, .62, .66])*(.3 + .7*day)
     hor, top = hor*(1 - .7*wet) + grey*.7*wet, top*(1 - .7*wet) + grey*.7*wet
     fog_rgb = hor*(1 - s.fog) + np.array([.75, .76, .78])*(.25 + .75*day)*s.fog
     disc = np.array([1., .95, .8]) if day > .3 else np.array([.85, .85, .95])
-    return np.concatenate([lv, sun_rgb*(1 - .6*wet), [.16 + .34*day], top, hor, [.012 + .3*s.fog + .03*wet], fog_rgb,
-                           [max(0., 1 - 3*day)*(1 - wet)], [s.rain], [s.snow], [s.t], disc*(1 - wet)])
+    return np.concatenate([lv, sun_rgb*(1 - .6*wet), [.16 + .34*day], top, hor,
+                           [.012 + .3*s.fog + .03*wet], fog_rgb, [max(0., 1 - 3*day)*(1 - wet)], [s.rain],
+                           [s.snow], [s.t], disc*(1 - wet)])
 
 @patch
 def env(self: World, states):
@@ -665,17 +723,20 @@ def blocked(self: World, x: float, y: float, t: float = 0.0) -> bool:
 # %% ../nbs/00_world.ipynb #1beade83
 @patch
 def step(self: World, s: AgentState, action, t: float = 0.0):
-    "Apply one action at time `t`: returns `(new_state, blocked)`. The move uses the mid-turn heading, so an inverted action undoes a step exactly."
+    """Apply one action at time `t`: returns `(new_state, blocked)`. The move uses the mid-turn heading, so an
+    inverted action undoes a step exactly."""
     a = check_action(action)
     rq, pq = _q(a[1], ANG_Q), _q(a[0], ANG_Q)
-    mid = ((2*s.yawq + rq) % (720*ANG_Q))*math.pi/(360*ANG_Q)          # heading halfway through the turn, in radians
+    # heading halfway through the turn, in radians
+    mid = ((2*s.yawq + rq) % (720*ANG_Q))*math.pi/(360*ANG_Q)
     f, l = a[2], a[3]
     n = math.hypot(f, l) or 1.0                                          # diagonal moves keep the same speed
     dxq = _q(MOVE_SPEED*(f*math.cos(mid) - l*math.sin(mid))/n, POS_Q)
     dyq = _q(MOVE_SPEED*(f*math.sin(mid) + l*math.cos(mid))/n, POS_Q)
     xq, yq, hit = s.xq, s.yq, False
     if dxq or dyq:
-        for ddx, ddy in ((dxq, dyq), (dxq, 0), (0, dyq)):               # slide along walls when the full move is blocked
+        # slide along walls when the full move is blocked
+        for ddx, ddy in ((dxq, dyq), (dxq, 0), (0, dyq)):
             if (ddx or ddy) and not self.blocked((s.xq + ddx)/POS_Q, (s.yq + ddy)/POS_Q, t):
                 xq, yq = s.xq + ddx, s.yq + ddy
                 break
@@ -690,7 +751,8 @@ def step(self: World, s: AgentState, action, t: float = 0.0):
 
 @patch
 def rollout(self: World, actions, start: AgentState = None, t0: float = 0.0):
-    "Run `actions` (T, 6) from `start`; frame t's state is the result of action t. Returns poses (T, 6) and blocked flags (T,)."
+    """Run `actions` (T, 6) from `start`; frame t's state is the result of action t. Returns poses (T, 6) and
+    blocked flags (T,)."""
     actions = check_actions(actions)
     s = start or self.start_state(int(actions[0, 4]) if len(actions) else 1)
     poses, hits = [], []
@@ -706,7 +768,8 @@ def camera(self: World, poses):
     P = np.atleast_2d(np.asarray(poses, np.float64))
     x, y, z, yaw, pitch, persp = P.T
     r, back, third = np.radians(yaw), np.full(len(P), CAM_BACK), persp == 0
-    if third.any():                                                   # cast a ray backwards; stop short of what it hits
+    # cast a ray backwards; stop short of what it hits
+    if third.any():
         f32 = np.float32
         ox, oy = x[:, None, None].astype(f32), y[:, None, None].astype(f32)
         dx, dy = (-np.cos(r))[:, None].astype(f32), (-np.sin(r))[:, None].astype(f32)
@@ -714,19 +777,23 @@ def camera(self: World, poses):
         for g, cast in (('boxes', _cast_boxes), ('rounds', _cast_rounds)):
             p = self._static[g]; tall = p['z'][:, 1] > 1.0
             if not tall.any(): continue
-            res = cast(ox, oy, dx, dy, dict(geom=np.broadcast_to(p['geom'][tall], (len(P),) + p['geom'][tall].shape)))
+            res = cast(ox, oy, dx, dy,
+                       dict(geom=np.broadcast_to(p['geom'][tall], (len(P),) + p['geom'][tall].shape)))
             tn = np.where(res[2][:, 0] & (res[0][:, 0] > 0), res[0][:, 0], np.inf).min(-1)
             back = np.minimum(back, np.maximum(tn - .35, .4))
     return np.stack([np.where(third, x - back*np.cos(r), x), np.where(third, y - back*np.sin(r), y),
-                     np.where(third, CAM_HEIGHT + .5*z, EYE_HEIGHT + z), yaw, np.where(third, pitch + CAM_TILT, pitch)], 1)
+                     np.where(third, CAM_HEIGHT + .5*z, EYE_HEIGHT + z), yaw,
+                     np.where(third, pitch + CAM_TILT, pitch)], 1)
 
 # %% ../nbs/00_world.ipynb #ea708d2f
 @patch
 def _prims(self: World, poses, states):
-    "Per-frame primitive arrays: static ones alive at each frame's time, plus chests and (third person) the character."
+    """Per-frame primitive arrays: static ones alive at each frame's time, plus chests and (third person) the
+    character."""
     B, dyn, times = len(states), [], np.array([s.t for s in states])
     for b, st in enumerate(states):
-        ps = [p for i, o in enumerate(self.scene.objects) if o.kind == 'chest' and st.present[i] for p in object_prims(o, float(st.chest_open[i]))]
+        ps = [p for i, o in enumerate(self.scene.objects) if o.kind == 'chest' and st.present[i]
+              for p in object_prims(o, float(st.chest_open[i]))]
         x, y, z, yaw, _, persp = poses[b]
         if persp == 0: ps += character_prims(self.character, x, y, z, yaw)
         dyn.append(ps)
@@ -735,12 +802,14 @@ def _prims(self: World, poses, states):
         s = self._static[g]
         vis = (s['life'][None, :, 0] <= times[:, None]) & (times[:, None] < s['life'][None, :, 1])
         cat = lambda k: np.concatenate([np.broadcast_to(s[k], (B,) + s[k].shape), d[g][k]], 1)
-        out[g] = dict(geom=cat('geom'), z=cat('z'), mat=cat('mat'), shape=cat('shape'), vis=np.concatenate([vis, d[g]['vis']], 1))
+        out[g] = dict(geom=cat('geom'), z=cat('z'), mat=cat('mat'), shape=cat('shape'),
+                      vis=np.concatenate([vis, d[g]['vis']], 1))
     return out
 
 @patch
 def render(self: World, poses, times, res: int = 64, batch: int = None):
-    "Ground truth for character poses (B, 6) at `times` (B,) seconds: `(rgb uint8 (B, res, res, 3), depth float32 (B, res, res))`."
+    """Ground truth for character poses (B, 6) at `times` (B,) seconds:
+    `(rgb uint8 (B, res, res, 3), depth float32 (B, res, res))`."""
     P = np.atleast_2d(np.asarray(poses, np.float64))
     if P.shape[1] != 6: raise ValueError(f"poses: expected shape (B, 6) {POSE_FIELDS}, got {P.shape}")
     if not np.all(np.isfinite(P)): raise ValueError("poses: contain NaN or inf")
@@ -749,8 +818,10 @@ def render(self: World, poses, times, res: int = 64, batch: int = None):
     for i in range(0, len(P), batch):
         p, t = P[i:i + batch], times[i:i + batch]
         c = self.camera(p)
-        states = [self.state(float(ti)) for ti in t]                          # once per frame, for lighting and primitives
-        rgb, depth = render_frames(dict(x=c[:, 0], y=c[:, 1], z=c[:, 2], yaw=c[:, 3], pitch=c[:, 4]), self._prims(p, states), self.mats, self.env(states), res, res)
+        # once per frame, for lighting and primitives
+        states = [self.state(float(ti)) for ti in t]
+        rgb, depth = render_frames(dict(x=c[:, 0], y=c[:, 1], z=c[:, 2], yaw=c[:, 3], pitch=c[:, 4]),
+                                   self._prims(p, states), self.mats, self.env(states), res, res)
         rgbs.append((rgb*255 + .5).astype(np.uint8)); depths.append(depth)
     return np.concatenate(rgbs), np.concatenate(depths)
 
@@ -773,7 +844,8 @@ def random_poses(world: World, n: int, seed: int = 0):
     rng, out = np.random.default_rng(seed), []
     while len(out) < n:
         x, y = rng.uniform(1, ARENA - 1, 2)
-        if not world.blocked(x, y): out.append([x, y, 0, rng.uniform(0, 360), rng.uniform(-10, 10), len(out) % 2])
+        if not world.blocked(x, y):
+            out.append([x, y, 0, rng.uniform(0, 360), rng.uniform(-10, 10), len(out) % 2])
     return np.array(out)
 
 def bench_world(res=(64, 128), frames: int = 256, seed: int = 0, repeats: int = 3) -> dict:
