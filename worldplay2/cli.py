@@ -16,36 +16,46 @@ import argparse, json, math, os, re, shutil, signal, sys, threading, time, trace
 from contextlib import contextmanager
 from pathlib import Path
 
-SPEEDS = ('fp32', 'int8', 'fused-int8', 'compiled-fp32')   # the names of `realtime.SPEED_VARIANTS`, for flags (the parser imports no torch)
-STEER_KEYS = ('right', 'left', 'up', 'down', 'w', 's', 'd', 'a')   # the keys of `realtime.STEER_KEYS`, likewise
+# the names of `realtime.SPEED_VARIANTS`, for flags (the parser imports no torch)
+SPEEDS = ('fp32', 'int8', 'fused-int8', 'compiled-fp32')
+# the keys of `realtime.STEER_KEYS`, likewise
+STEER_KEYS = ('right', 'left', 'up', 'down', 'w', 's', 'd', 'a')
 
 # %% ../nbs/90_cli.ipynb #6e25e974
 def number(kind, ok, what: str):
-    "An argparse `type=`: `kind(s)` when it is finite and `ok`, else a usage error naming the flag: 'argument --res: must be WHAT, got S'."
+    """An argparse `type=`: `kind(s)` when it is finite and `ok`, else a usage error naming the flag:
+    'argument --res: must be WHAT, got S'."""
     def convert(s):
         try: x = kind(s)
         except (TypeError, ValueError): x = None
-        if x is None or not math.isfinite(x) or not ok(x): raise argparse.ArgumentTypeError(f"must be {what}, got '{s}'")
+        if x is None or not math.isfinite(x) or not ok(x):
+            raise argparse.ArgumentTypeError(f"must be {what}, got '{s}'")
         return x
     convert.__name__ = what
     return convert
 
-positive_int = number(int, lambda x: x >= 1, 'an integer >= 1')            # counts: episodes, workers, steps, clips, frames ...
-nonneg_int = number(int, lambda x: x >= 0, 'an integer >= 0')              # counts where 0 means 'none' or 'all'
-positive_float = number(float, lambda x: x > 0, 'a finite number > 0')     # durations and sizes: seconds, gigabytes
+# counts: episodes, workers, steps, clips, frames ...
+positive_int = number(int, lambda x: x >= 1, 'an integer >= 1')
+# counts where 0 means 'none' or 'all'
+nonneg_int = number(int, lambda x: x >= 0, 'an integer >= 0')
+# durations and sizes: seconds, gigabytes
+positive_float = number(float, lambda x: x > 0, 'a finite number > 0')
 nonneg_float = number(float, lambda x: x >= 0, 'a finite number >= 0')
 finite_float = number(float, lambda x: True, 'a finite number')             # strengths: guidance
-share = number(float, lambda x: 0 <= x <= 1, 'a number from 0 to 1')        # probabilities, shares, noise levels
+# probabilities, shares, noise levels
+share = number(float, lambda x: 0 <= x <= 1, 'a number from 0 to 1')
 side = number(int, lambda x: x >= 8, 'a frame side in pixels >= 8')        # resolutions
 
 def out_file(path, flag: str = '--out') -> Path:
-    """The file a command will write, checked before any work: not a folder, in a folder that exists and can be written, and not a
-    file worldplay2 did not write (see `claim_outputs`)."""
+    """The file a command will write, checked before any work: not a folder, in a folder that exists and can
+    be written, and not a file worldplay2 did not write (see `claim_outputs`)."""
     p = Path(path)
     if p.is_dir(): raise ValueError(f"{flag} {p} is a folder: give the file to write, e.g. {p/'play.mp4'}")
     if not p.parent.is_dir(): raise ValueError(f"{flag} {p}: {p.parent} is not an existing folder")
-    if not os.access(p.parent, os.W_OK): raise ValueError(f"{flag} {p}: the folder {p.parent} cannot be written")
-    from worldplay2.data import claim_outputs                                   # torch: not at import (`--help`)
+    if not os.access(p.parent, os.W_OK):
+        raise ValueError(f"{flag} {p}: the folder {p.parent} cannot be written")
+    # torch: not at import (`--help`)
+    from worldplay2.data import claim_outputs
     claim_outputs(p.parent, [p.name], flag)
     return p
 
@@ -56,7 +66,8 @@ def emit(a, res):
     return res
 
 def cmd_preview(a):
-    "Render one episode of each kind at `a.res`: `<kind>.mp4` per kind and `preview.png`, a contact sheet of them all."
+    """Render one episode of each kind at `a.res`: `<kind>.mp4` per kind and `preview.png`, a contact sheet of
+    them all."""
     import numpy as np
     from PIL import Image
     from worldplay2.world import frame_strip
@@ -73,7 +84,8 @@ def cmd_preview(a):
         write_mp4(ep.frames, out/f'{kind}.mp4')
         rows.append(ep.frames[np.linspace(0, len(ep) - 1, 8).astype(int)])
         report[kind] = dict(mp4=str(out/f'{kind}.mp4'), frames=len(ep), seconds_to_make=round(dt, 2),
-                            scene=ep.caption['scene'], events=[w['event'] for w in ep.caption['dynamic_interactions']])
+                            scene=ep.caption['scene'],
+                            events=[w['event'] for w in ep.caption['dynamic_interactions']])
     sheet = out/'preview.png'
     png = io.BytesIO(); Image.fromarray(frame_strip(np.concatenate(rows), cols=8)).save(png, format='PNG')
     write_bytes_atomic(sheet, png.getvalue())
@@ -85,7 +97,8 @@ def cmd_preview(a):
 def cmd_data_generate(a):
     "Generate a dataset of episodes."
     from worldplay2.data import generate
-    paths = generate(a.out, a.episodes, a.kind, a.seconds, a.res, a.seed, a.workers, a.depth, progress=not a.quiet, twins=a.twins)
+    paths = generate(a.out, a.episodes, a.kind, a.seconds, a.res, a.seed, a.workers, a.depth,
+                     progress=not a.quiet, twins=a.twins)
     print(f"{len(paths)} {a.kind} episodes in {a.out}")
 
 def cmd_data_samples(a):
@@ -114,17 +127,20 @@ def cmd_bench_world(a):
 def dmd_config(a):
     "The `DMDConfig` of `train dmd`'s flags."
     from worldplay2.dmd import DMDConfig
-    return DMDConfig(latents=a.rollout_latents, clip=a.score_clip, rollout=a.rollout, context=a.context, critic_steps=a.critic_steps, guidance=a.guidance,
-                     guide=a.guide)
+    return DMDConfig(latents=a.rollout_latents, clip=a.score_clip, rollout=a.rollout, context=a.context,
+                     critic_steps=a.critic_steps, guidance=a.guidance, guide=a.guide)
 
 def cmd_train(a):
     "Train one stage, or the whole recipe (`train all`)."
-    if a.max_time is not None and a.stage == 'all': raise ValueError("--max-time is for one stage, not train all")
-    if a.max_time is not None and not 0 < a.max_time < math.inf: raise ValueError(f"--max-time must be a positive number of seconds, got {a.max_time}")
+    if a.max_time is not None and a.stage == 'all':
+        raise ValueError("--max-time is for one stage, not train all")
+    if a.max_time is not None and not 0 < a.max_time < math.inf:
+        raise ValueError(f"--max-time must be a positive number of seconds, got {a.max_time}")
     if a.stage == 'all':
         from worldplay2.hub import train_all
         devices = int(a.devices) if str(a.devices).isdigit() else a.devices
-        rec = train_all(a.out, a.preset, a.workers, progress=not a.quiet, devices=devices, strategy=a.strategy, num_workers=a.num_workers, seed=a.seed)
+        rec = train_all(a.out, a.preset, a.workers, progress=not a.quiet, devices=devices,
+                        strategy=a.strategy, num_workers=a.num_workers, seed=a.seed)
         print(json.dumps({k: v['wall_s_this_run'] for k, v in rec['stages'].items()}))
         return rec
     if not a.data: raise ValueError(f"train {a.stage} needs --data (episode folders)")
@@ -137,32 +153,45 @@ def cmd_train(a):
         return run
     def pdd(data, out, preset, max_steps, batch_size, init=None, vae=None, solver='euler', **kw):
         from worldplay2.pdd import train_pdd, PDDConfig
-        return train_pdd(data, out, init, vae, preset, max_steps, batch_size, pdd=PDDConfig(solver=solver), **kw)
-    def dmd(data, out, preset, max_steps, batch_size, init=None, vae=None, teacher=None, dmd_config=None, window=None, **kw):
+        return train_pdd(data, out, init, vae, preset, max_steps, batch_size,
+                         pdd=PDDConfig(solver=solver), **kw)
+    def dmd(data, out, preset, max_steps, batch_size, init=None, vae=None, teacher=None, dmd_config=None,
+            window=None, **kw):
         from worldplay2.dmd import train_dmd
-        if batch_size is not None or window is not None: raise ValueError("train dmd runs one rollout per step from each window's start: no --batch-size or --window")
+        if batch_size is not None or window is not None:
+            raise ValueError("train dmd runs one rollout per step from each window's start: "
+                             "no --batch-size or --window")
         return train_dmd(data, out, init, teacher, vae, preset, max_steps, dmd_config, **kw)
     def compressor(data, out, preset, max_steps, batch_size, model=None, vae=None, **kw):
         return train_compressor(data, out, model, vae, preset, max_steps, batch_size, **kw)
-    runners = dict(vae=train_vae, base=train_base, compressor=compressor, teacher=forcing('teacher'), student=forcing('student'), pdd=pdd, dmd=dmd)
+    runners = dict(vae=train_vae, base=train_base, compressor=compressor, teacher=forcing('teacher'),
+                   student=forcing('student'), pdd=pdd, dmd=dmd)
     devices = int(a.devices) if str(a.devices).isdigit() else a.devices
-    need = dict(base=('vae',), compressor=('vae', 'model'), teacher=('vae', 'init'), student=('vae', 'init'), pdd=('vae', 'init'), dmd=('vae', 'init', 'teacher')).get(a.stage, ())
+    need = dict(base=('vae',), compressor=('vae', 'model'), teacher=('vae', 'init'), student=('vae', 'init'),
+                pdd=('vae', 'init'), dmd=('vae', 'init', 'teacher')).get(a.stage, ())
     missing = [f'--{k}' for k in need if getattr(a, k) is None]
     if missing: raise ValueError(f"train {a.stage} needs {' and '.join(missing)}")
     memory = dict(init=a.init, vae=a.vae, compressor=a.compressor, window=a.window)
-    extra = dict(base=dict(vae=a.vae, init=a.init, start_share=a.start_share, p_i2v=a.p_i2v, p_high_sigma=a.p_high_sigma, camera_rope=a.camera_rope,
-                          camera_heads=a.camera_heads, shift=a.shift, pred=a.pred, token_dims=a.token_dims, neg_weight=a.neg_actions, neg_ratio=a.neg_ratio,
-                          screen_pos=a.screen_pos, high_sigma=a.high_sigma, travel=a.travel),
+    extra = dict(base=dict(vae=a.vae, init=a.init, start_share=a.start_share, p_i2v=a.p_i2v,
+                           p_high_sigma=a.p_high_sigma, camera_rope=a.camera_rope,
+                           camera_heads=a.camera_heads, shift=a.shift, pred=a.pred, token_dims=a.token_dims,
+                           neg_weight=a.neg_actions, neg_ratio=a.neg_ratio, screen_pos=a.screen_pos,
+                           high_sigma=a.high_sigma, travel=a.travel),
                  compressor=dict(vae=a.vae, model=a.model, window=a.window), teacher=memory, student=memory,
                  pdd=dict(init=a.init, vae=a.vae, window=a.window, solver=a.solver),
-                 dmd=dict(init=a.init, vae=a.vae, teacher=a.teacher, window=a.window, dmd_config=dmd_config(a)) if a.stage == 'dmd' else {}).get(a.stage, {})
+                 dmd=dict(init=a.init, vae=a.vae, teacher=a.teacher, window=a.window,
+                          dmd_config=dmd_config(a)) if a.stage == 'dmd' else {}).get(a.stage, {})
     from worldplay2.train import claim_run
     fresh = not Path(a.out).exists()
-    claim_run(a.out)                                                            # only the run's own entries, before any work
-    try: m = runners[a.stage](a.data, a.out, a.preset, a.max_steps, a.batch_size, devices=devices, strategy=a.strategy,
-                              num_workers=a.num_workers, seed=a.seed, progress=not a.quiet, **extra,
-                              **({} if a.max_time is None else dict(max_time=a.max_time)))
-    except BaseException:                                                       # a folder this run made and left empty goes
+    # only the run's own entries, before any work
+    claim_run(a.out)
+    try:
+        m = runners[a.stage](a.data, a.out, a.preset, a.max_steps, a.batch_size, devices=devices,
+                             strategy=a.strategy, num_workers=a.num_workers, seed=a.seed,
+                             progress=not a.quiet, **extra,
+                             **({} if a.max_time is None else dict(max_time=a.max_time)))
+    # a folder this run made and left empty goes
+    except BaseException:
         if fresh and [p.name for p in Path(a.out).iterdir()] == ['worldplay2.json']: shutil.rmtree(a.out)
         raise
     if m: print(json.dumps(m))
@@ -190,42 +219,57 @@ def cmd_bench_memory(a):
     "Context tokens and time per chunk by horizon, and training-step cost, compressed vs full-context memory."
     from worldplay2.teacher_forcing import bench_memory, bench_memory_train
     res = bench_memory(a.preset, tuple(a.horizons), a.chunk, a.steps)
-    if not a.no_train: res['training'] = bench_memory_train(a.preset, tuple(a.train_horizons), a.limit_gb, a.train_timeout)
+    if not a.no_train:
+        res['training'] = bench_memory_train(a.preset, tuple(a.train_horizons), a.limit_gb, a.train_timeout)
     return emit(a, res)
 
 # %% ../nbs/90_cli.ipynb #adadbe2b
 def cmd_eval_control(a):
-    "Control accuracy of a trained base model or memory teacher's DiT against the world's true renders (held-out episodes)."
+    """Control accuracy of a trained base model or memory teacher's DiT against the world's true renders
+    (held-out episodes)."""
     from worldplay2.train import pretrained, check_latents_match, check_latent_stats
     from worldplay2.vae import load_vae
     from worldplay2.hub import from_pretrained
     from worldplay2.control_eval import eval_control, eval_motions, model_generator, best_for_control
     from worldplay2.data import list_episodes, split_episodes, samples_dir
-    if (a.checkpoint is None) != (a.vae is None): raise ValueError("pass both --checkpoint DIR (model/ of `worldplay2 train base` or `train teacher`) and --vae DIR (its vae/), or neither for the best shipped model")
-    ck = a.checkpoint or best_for_control()                                  # the shipped model whose card records the best action accuracy
+    if (a.checkpoint is None) != (a.vae is None):
+        raise ValueError("pass both --checkpoint DIR (model/ of `worldplay2 train base` or `train teacher`) "
+                         "and --vae DIR (its vae/), or neither for the best shipped model")
+    # the shipped model whose card records the best action accuracy
+    ck = a.checkpoint or best_for_control()
     net = from_pretrained(ck)
-    model = net.model if type(net).__name__ == 'MemoryWorld' else net               # a memory teacher's DiT, evaluated from the first frame alone
-    if type(model).__name__ != 'WorldModel': raise ValueError(f"{ck} holds a {type(net).__name__}: eval control takes a base model (`train base`) or a memory teacher (`train teacher`)")
+    # a memory teacher's DiT, evaluated from the first frame alone
+    model = net.model if type(net).__name__ == 'MemoryWorld' else net
+    if type(model).__name__ != 'WorldModel':
+        raise ValueError(f"{ck} holds a {type(net).__name__}: eval control takes a base model (`train base`) "
+                         "or a memory teacher (`train teacher`)")
     vae = load_vae(a.vae or pretrained('small-vae'))
     check_latents_match(vae.config, model.config.vae, 'the VAE', 'the model'); check_latent_stats(model, vae)
     eps = [p for p in list_episodes(a.data or samples_dir()) if (p/'frames.npz').exists()]
-    held_out = (split_episodes(eps)[1] or eps) if a.data else eps          # the samples' worlds are never trained on
+    # the samples' worlds are never trained on
+    held_out = (split_episodes(eps)[1] or eps) if a.data else eps
     gen = model_generator(model, vae, a.steps, a.cfg, a.seed, a.guide, a.cfg_above)
-    if a.script:                                                                # one key script from world start views, chunk by chunk
+    # one key script from world start views, chunk by chunk
+    if a.script:
         import numpy as np
         from worldplay2.control_eval import script_psnr
         from worldplay2.realtime import parse_script, world_of
         acts = parse_script(a.script)
-        res = script_psnr(gen, {s: world_of(s) for s in a.scenes}, np.concatenate([acts[:1], acts]), vae.config.res, from_chunk=a.from_chunk)
+        res = script_psnr(gen, {s: world_of(s) for s in a.scenes}, np.concatenate([acts[:1], acts]),
+                          vae.config.res, from_chunk=a.from_chunk)
         return emit(a, res | dict(script=a.script, checkpoint=str(ck)))
     if a.motions:
-        if a.per_clip: raise ValueError("--per-clip lists the episodes' own clips: it does not go with --motions")
+        if a.per_clip:
+            raise ValueError("--per-clip lists the episodes' own clips: it does not go with --motions")
         res = eval_motions(gen, held_out, clip=a.clip, res=vae.config.res, max_starts=a.clips)
-    else: res = eval_control(gen, held_out, clip=a.clip, res=vae.config.res, max_clips=a.clips, per_clip=a.per_clip, spread=a.spread)
+    else:
+        res = eval_control(gen, held_out, clip=a.clip, res=vae.config.res, max_clips=a.clips,
+                           per_clip=a.per_clip, spread=a.spread)
     return emit(a, res | dict(checkpoint=str(ck)))
 
 def cmd_eval_revisit(a):
-    "RevisitBench on loop episodes: generated vs generated at the same pose, and vs the true frames, per memory variant."
+    """RevisitBench on loop episodes: generated vs generated at the same pose, and vs the true frames, per
+    memory variant."""
     from worldplay2.teacher_forcing import load_memory_world
     from worldplay2.train import check_latent_stats
     from worldplay2.vae import load_vae
@@ -236,30 +280,37 @@ def cmd_eval_revisit(a):
     models = {k: load_memory_world(p) for k, p in (('full', a.full), ('window', a.window)) if p}
     eps = [p for p in list_episodes(a.data or samples_dir()) if (p/'frames.npz').exists()]
     held_out = (split_episodes(eps)[1] or eps) if a.data else eps
-    res = eval_revisit(mw, vae, held_out, clip=a.clip, steps=a.steps, max_episodes=a.episodes, models=models, teacher=not a.student)
+    res = eval_revisit(mw, vae, held_out, clip=a.clip, steps=a.steps, max_episodes=a.episodes, models=models,
+                       teacher=not a.student)
     return emit(a, res)
 
 def _run_name(checkpoint) -> str:
-    "A model's name in a comparison: its run folder (the parent of a `model/` folder), else the folder itself."
+    """A model's name in a comparison: its run folder (the parent of a `model/` folder), else the folder
+    itself."""
     p = Path(checkpoint)
     return p.parent.name if p.name == 'model' else p.name
 
 def cmd_eval_horizon(a):
-    "Quality over long rollouts: PSNR against the world's frames by chunk and by lap, revisit PSNR by lap, for each model side by side."
+    """Quality over long rollouts: PSNR against the world's frames by chunk and by lap, revisit PSNR by lap,
+    for each model side by side."""
     from worldplay2.dmd import horizon_quality
     from worldplay2.train import pretrained
     models, what = {}, {}
     for ck in a.checkpoint or [pretrained('small-student')]:
-        mw, vae, sampler, desc = load_player(ck, a.vae)                    # the same VAE for all; each model checked against it
+        # the same VAE for all; each model checked against it
+        mw, vae, sampler, desc = load_player(ck, a.vae)
         name = _run_name(ck)
-        if name in models: raise ValueError(f"two checkpoints are both named '{name}' (their run folders): compare models from differently named runs")
+        if name in models:
+            raise ValueError(f"two checkpoints are both named '{name}' (their run folders): "
+                             "compare models from differently named runs")
         models[name], what[name] = (mw, sampler), desc
     res = horizon_quality(models, vae, tuple(a.seeds), a.latents, a.lap_latents)
     res['checkpoints'] = what
     return emit(a, res)
 
 def cmd_eval_pdd(a):
-    "Few-step quality: the PDD student's K steps vs the AR student's plain K Euler steps vs its many steps, against the true frames."
+    """Few-step quality: the PDD student's K steps vs the AR student's plain K Euler steps vs its many steps,
+    against the true frames."""
     from worldplay2.teacher_forcing import load_memory_world
     from worldplay2.pdd import load_pdd_world, rollout_quality
     from worldplay2.dit import EulerSampler
@@ -271,20 +322,24 @@ def cmd_eval_pdd(a):
     K, shift = pw.pc.blocks, ar.config.dit.shift
     eps = [p for p in list_episodes(a.data or samples_dir()) if (p/'frames.npz').exists()]
     held_out = (split_episodes(eps)[1] or eps) if a.data else eps
-    variants = {f'pdd_{K}': (pw.mw, pw.sampler()), f'euler_{K}': (ar, EulerSampler(K, shift)), f'euler_{a.steps}': (ar, EulerSampler(a.steps, shift))}
+    variants = {f'pdd_{K}': (pw.mw, pw.sampler()), f'euler_{K}': (ar, EulerSampler(K, shift)),
+                f'euler_{a.steps}': (ar, EulerSampler(a.steps, shift))}
     res = rollout_quality(variants, vae, held_out, a.chunk, a.latents, a.episodes)
     return emit(a, res)
 
 def cmd_eval_steering(a):
-    "Does the stream follow the keys? Each movement key held from world start views, judged against the true renders of it and its opposite."
+    """Does the stream follow the keys? Each movement key held from world start views, judged against the true
+    renders of it and its opposite."""
     from worldplay2.realtime import Session, steering
     from worldplay2.train import pretrained
     mw, vae, sampler, what = load_player(a.checkpoint or pretrained('small-student'), a.vae, a.speed)
-    res = steering(Session(mw, vae, sampler, seed=a.seed), tuple(a.keys), a.chunks, a.seeds) | dict(checkpoint=what)
+    res = (steering(Session(mw, vae, sampler, seed=a.seed), tuple(a.keys), a.chunks, a.seeds)
+           | dict(checkpoint=what))
     return emit(a, res)
 
 def cmd_eval_events(a):
-    "Does a typed event happen? Each event the world renders, typed into a stream, judged against the true renders with and without it."
+    """Does a typed event happen? Each event the world renders, typed into a stream, judged against the true
+    renders with and without it."""
     from worldplay2.realtime import Session
     from worldplay2.events import eval_events, EVENT_KINDS
     from worldplay2.train import pretrained
@@ -292,85 +347,136 @@ def cmd_eval_events(a):
     bad = [k for k in kinds if k not in EVENT_KINDS]                            # before the model loads
     if bad: raise ValueError(f"unknown event {', '.join(bad)}; the world renders: {', '.join(EVENT_KINDS)}")
     mw, vae, sampler, what = load_player(a.checkpoint or pretrained('small-student'), a.vae, a.speed)
-    res = eval_events(Session(mw, vae, sampler, seed=a.seed), kinds, a.seeds, noise=a.seed) | dict(checkpoint=what)
+    res = (eval_events(Session(mw, vae, sampler, seed=a.seed), kinds, a.seeds, noise=a.seed)
+           | dict(checkpoint=what))
     if not a.per_trial: res.pop('per_trial')
     return emit(a, res)
 
 def _eval_parser(sub):
-    e = sub.add_parser('eval', help='evaluations (JSON with --json)').add_subparsers(dest='sub', required=True)
-    c = e.add_parser('control', help='generated clips vs true renders, copy-first baseline, wrong actions, action accuracy')
-    c.add_argument('--checkpoint', default=None, help='a model/ folder written by `worldplay2 train base` or `train teacher` (default: the shipped model whose card '
-                   'records the highest eval_control action accuracy; a teacher\'s DiT runs from the first frame without memory)')
-    c.add_argument('--vae', default=None, help='the vae/ folder it was trained with (default: the shipped small VAE)')
-    c.add_argument('--data', default=None, help="episode folder (its validation split is used; true frames are re-rendered at the model's resolution); default: the shipped samples")
+    e = (sub.add_parser('eval', help='evaluations (JSON with --json)')
+         .add_subparsers(dest='sub', required=True))
+    c = e.add_parser('control',
+                     help='generated clips vs true renders, copy-first '
+                          'baseline, wrong actions, action accuracy')
+    c.add_argument('--checkpoint', default=None,
+                   help='a model/ folder written by `worldplay2 train base` or `train teacher` '
+                        '(default: the shipped model whose card records the highest eval_control '
+                        'action accuracy; a teacher\'s DiT runs from the first frame without memory)')
+    c.add_argument('--vae', default=None,
+                   help='the vae/ folder it was trained with (default: the shipped small VAE)')
+    c.add_argument('--data', default=None,
+                   help="episode folder (its validation split is used; true frames are "
+                        "re-rendered at the model's resolution); default: the shipped samples")
     c.add_argument('--clip', type=positive_int, default=17)
     c.add_argument('--clips', type=positive_int, default=16)
     c.add_argument('--steps', type=positive_int, default=30)
-    c.add_argument('--cfg', type=finite_float, default=1.0, help='classifier-free guidance strength (1: none)')
+    c.add_argument('--cfg', type=finite_float, default=1.0,
+                   help='classifier-free guidance strength (1: none)')
     c.add_argument('--guide', choices=('caption', 'actions', 'mirror'), default='caption',
-                   help="what --cfg guides away from: empty captions, standing still, or the opposite commands")
-    c.add_argument('--cfg-above', type=nonneg_float, default=0.0, metavar='SIGMA', help='guide only the sampler steps that start at noise level σ ≥ SIGMA (0: every step)')
-    c.add_argument('--seed', type=int, default=0, help='seed of the sampler noise (the same for commanded and mirrored actions)')
+                   help="what --cfg guides away from: empty captions, "
+                        "standing still, or the opposite commands")
+    c.add_argument('--cfg-above', type=nonneg_float, default=0.0, metavar='SIGMA',
+                   help='guide only the sampler steps that start at noise level σ ≥ SIGMA (0: every step)')
+    c.add_argument('--seed', type=int, default=0,
+                   help='seed of the sampler noise (the same for commanded and mirrored actions)')
     c.add_argument('--spread', action=argparse.BooleanOptionalAction, default=True,
-                   help="take the clips round the episodes (each one's first, then each one's second, ...); --no-spread: episode by episode, "
-                        "so that the first episodes give all the clips (the default order until December 2026)")
-    c.add_argument('--per-clip', action='store_true', help="add each clip's record (start, net commands, PSNRs, judgements) under per_clip")
-    c.add_argument('--motions', action='store_true', help="judge one held key at a time (yaw, pitch, forward, lateral) from the start views "
-                   "of the first --clips episodes instead of the episodes' own clips (eval_motions)")
-    c.add_argument('--script', default=None, help="instead: play this key script (as for play, e.g. 'w*32 right*48') from the start view of "
-                   "each of --scenes in one clip; PSNR against the true render per chunk of 8 frames")
-    c.add_argument('--scenes', type=int, nargs='+', default=list(range(8)), help='with --script: the world seeds (default 0-7)')
-    c.add_argument('--from-chunk', type=nonneg_int, default=0, help="with --script: the chunks averaged start here (e.g. 4: after 'w*32')")
+                   help="take the clips round the episodes (each one's first, then each one's "
+                        "second, ...); --no-spread: episode by episode, so that the first "
+                        "episodes give all the clips (the default order until December 2026)")
+    c.add_argument('--per-clip', action='store_true',
+                   help="add each clip's record (start, net commands, PSNRs, judgements) under per_clip")
+    c.add_argument('--motions', action='store_true',
+                   help="judge one held key at a time (yaw, pitch, forward, lateral) from the start views "
+                        "of the first --clips episodes instead of the episodes' own clips (eval_motions)")
+    c.add_argument('--script', default=None,
+                   help="instead: play this key script (as for play, e.g. 'w*32 "
+                        "right*48') from the start view of each of --scenes in one "
+                        "clip; PSNR against the true render per chunk of 8 frames")
+    c.add_argument('--scenes', type=int, nargs='+', default=list(range(8)),
+                   help='with --script: the world seeds (default 0-7)')
+    c.add_argument('--from-chunk', type=nonneg_int, default=0,
+                   help="with --script: the chunks averaged start here (e.g. 4: after 'w*32')")
     c.add_argument('--json', action='store_true')
     c.set_defaults(fn=cmd_eval_control)
-    sg = e.add_parser('steering', help="each movement key held from world start views: nearer the true render of that key than of its "
-                      "opposite? accuracy, by key; for turns the view's drift beside the true render's")
-    sg.add_argument('--checkpoint', default=None, help='a model with memory (train student / pdd / dmd); default: the shipped small student')
+    sg = e.add_parser('steering',
+                      help="each movement key held from world start views: nearer the "
+                           "true render of that key than of its opposite? accuracy, by "
+                           "key; for turns the view's drift beside the true render's")
+    sg.add_argument('--checkpoint', default=None,
+                    help='a model with memory (train student / pdd / dmd); default: '
+                         'the shipped small student')
     sg.add_argument('--vae', default=None, help='its VAE (default: the shipped small VAE)')
-    sg.add_argument('--seeds', type=int, nargs='+', default=list(range(8)), help='world seeds whose start views are played (default 0-7)')
-    sg.add_argument('--keys', nargs='+', choices=STEER_KEYS, default=list(STEER_KEYS), help='the keys judged (default: all eight)')
+    sg.add_argument('--seeds', type=int, nargs='+', default=list(range(8)),
+                    help='world seeds whose start views are played (default 0-7)')
+    sg.add_argument('--keys', nargs='+', choices=STEER_KEYS, default=list(STEER_KEYS),
+                    help='the keys judged (default: all eight)')
     sg.add_argument('--chunks', type=positive_int, default=3, help='chunks each key is held')
     sg.add_argument('--seed', type=int, default=0, help="seed of the sampler noise")
-    sg.add_argument('--speed', choices=SPEEDS, default='fp32', help='the network variant (demo and play run int8)')
+    sg.add_argument('--speed', choices=SPEEDS, default='fp32',
+                    help='the network variant (demo and play run int8)')
     sg.add_argument('--json', action='store_true')
     sg.set_defaults(fn=cmd_eval_steering)
-    ev = e.add_parser('events', help="each event the world renders (night, fog, an object appearing, a chest opening, ...) typed into a "
-                      "stream: nearer the true render with it than without? success, unprompted, oracle, by event, time to appear")
-    ev.add_argument('--checkpoint', default=None, help='a model with memory (train student / pdd / dmd); default: the shipped small student')
+    ev = e.add_parser('events',
+                      help="each event the world renders (night, fog, an object appearing, a "
+                           "chest opening, ...) typed into a stream: nearer the true render with "
+                           "it than without? success, unprompted, oracle, by event, time to appear")
+    ev.add_argument('--checkpoint', default=None,
+                    help='a model with memory (train student / pdd / dmd); default: '
+                         'the shipped small student')
     ev.add_argument('--vae', default=None, help='its VAE (default: the shipped small VAE)')
     ev.add_argument('--seeds', type=int, nargs='+', default=list(range(8)), help='world seeds (default 0-7)')
-    ev.add_argument('--events', nargs='+', default=None, metavar='EVENT', help='the events judged (default: all the world renders)')
+    ev.add_argument('--events', nargs='+', default=None, metavar='EVENT',
+                    help='the events judged (default: all the world renders)')
     ev.add_argument('--seed', type=int, default=0, help='seed of the sampler noise')
-    ev.add_argument('--speed', choices=SPEEDS, default='fp32', help='the network variant (demo and play run int8)')
+    ev.add_argument('--speed', choices=SPEEDS, default='fp32',
+                    help='the network variant (demo and play run int8)')
     ev.add_argument('--per-trial', action='store_true', help='also every trial')
     ev.add_argument('--json', action='store_true')
     ev.set_defaults(fn=cmd_eval_events)
-    r = e.add_parser('revisit', help='loop closure: generated vs generated at the same pose and vs true frames, compressed / full / no memory')
-    r.add_argument('--checkpoint', required=True, help='a model/ folder with memory (`worldplay2 train teacher` or `student`)')
+    r = e.add_parser('revisit',
+                     help='loop closure: generated vs generated at the same pose '
+                          'and vs true frames, compressed / full / no memory')
+    r.add_argument('--checkpoint', required=True,
+                   help='a model/ folder with memory (`worldplay2 train teacher` or `student`)')
     r.add_argument('--vae', required=True, help='the vae/ folder it was trained with')
-    r.add_argument('--full', default=None, help='a model trained with full-context memory for that variant (default: --checkpoint in full mode)')
-    r.add_argument('--window', default=None, help='a model trained without memory for that variant (default: --checkpoint in window mode)')
-    r.add_argument('--data', default=None, help="episode folder with loop episodes at the model's resolution (validation split); default: the samples")
+    r.add_argument('--full', default=None,
+                   help='a model trained with full-context memory for '
+                        'that variant (default: --checkpoint in full mode)')
+    r.add_argument('--window', default=None,
+                   help='a model trained without memory for that '
+                        'variant (default: --checkpoint in window mode)')
+    r.add_argument('--data', default=None,
+                   help="episode folder with loop episodes at the model's "
+                        "resolution (validation split); default: the samples")
     r.add_argument('--clip', type=positive_int, default=8, help='latents generated per clip')
     r.add_argument('--steps', type=positive_int, default=8, help='denoising steps per clip')
     r.add_argument('--episodes', type=positive_int, default=8)
-    r.add_argument('--student', action='store_true', help="roll out as the chunk-wise student (Fig. 3's mask); default: as the bidirectional teacher")
+    r.add_argument('--student', action='store_true',
+                   help="roll out as the chunk-wise student (Fig. 3's "
+                        "mask); default: as the bidirectional teacher")
     r.add_argument('--json', action='store_true')
     r.set_defaults(fn=cmd_eval_revisit)
-    q = e.add_parser('pdd', help="few-step quality: the PDD student's K steps vs K and many Euler steps of the AR student, vs true frames")
+    q = e.add_parser('pdd',
+                     help="few-step quality: the PDD student's K steps vs K and "
+                          "many Euler steps of the AR student, vs true frames")
     q.add_argument('--checkpoint', required=True, help='the model/ folder of `worldplay2 train pdd`')
-    q.add_argument('--student', required=True, help='the AR student it started from (model/ of `worldplay2 train student`)')
+    q.add_argument('--student', required=True,
+                   help='the AR student it started from (model/ of `worldplay2 train student`)')
     q.add_argument('--vae', required=True, help='the vae/ folder they were trained with')
-    q.add_argument('--data', default=None, help="episode folder at the models' resolution (validation split); default: the samples")
+    q.add_argument('--data', default=None,
+                   help="episode folder at the models' resolution (validation split); default: the samples")
     q.add_argument('--steps', type=positive_int, default=16, help='Euler steps of the many-step reference')
     q.add_argument('--chunk', type=positive_int, default=2, help='latents per generated chunk')
     q.add_argument('--latents', type=positive_int, default=9, help='latents per rollout (the first given)')
     q.add_argument('--episodes', type=positive_int, default=8)
     q.add_argument('--json', action='store_true')
     q.set_defaults(fn=cmd_eval_pdd)
-    h = e.add_parser('horizon', help='long rollouts along loops walked again and again: PSNR vs the world by chunk and lap, revisit PSNR by lap, per model')
-    h.add_argument('--checkpoint', action='append', default=None, help='a model with memory (train student / pdd / dmd); repeat to compare '
-                   'several side by side (named by their run folder); default: the shipped small student')
+    h = e.add_parser('horizon',
+                     help='long rollouts along loops walked again and again: PSNR vs '
+                          'the world by chunk and lap, revisit PSNR by lap, per model')
+    h.add_argument('--checkpoint', action='append', default=None,
+                   help='a model with memory (train student / pdd / dmd); repeat to compare several '
+                        'side by side (named by their run folder); default: the shipped small student')
     h.add_argument('--vae', default=None, help='their vae/ folder (default: the shipped small VAE)')
     h.add_argument('--seeds', type=int, nargs='+', default=[0, 1, 2, 3], help='world seeds (one loop each)')
     h.add_argument('--latents', type=positive_int, default=65, help='latents per rollout (the first given)')
@@ -382,51 +488,88 @@ def _eval_parser(sub):
 def _train_parser(sub):
     t = sub.add_parser('train', help='train a curriculum stage (resumable)')
     t.add_argument('stage', choices=('vae', 'base', 'compressor', 'teacher', 'student', 'pdd', 'dmd', 'all'),
-                   help="one stage, or 'all': the whole recipe from data generation to Stable Forcing into --out (resumable)")
-    t.add_argument('--vae', default=None, help='base, compressor, teacher, student: the trained vae/ folder whose latents the model learns')
-    t.add_argument('--model', default=None, help="compressor: the world model/ folder whose patchifier the coarse branch borrows")
-    t.add_argument('--compressor', default=None, help="teacher: the compressor/ folder of `train compressor` (stage 1) to start from")
-    t.add_argument('--window', type=positive_int, default=None, help="compressor, teacher, student: latents per training window (default: the preset's)")
+                   help="one stage, or 'all': the whole recipe from data "
+                        "generation to Stable Forcing into --out (resumable)")
+    t.add_argument('--vae', default=None,
+                   help='base, compressor, teacher, student: the trained '
+                        'vae/ folder whose latents the model learns')
+    t.add_argument('--model', default=None,
+                   help="compressor: the world model/ folder whose patchifier the coarse branch borrows")
+    t.add_argument('--compressor', default=None,
+                   help="teacher: the compressor/ folder of `train compressor` (stage 1) to start from")
+    t.add_argument('--window', type=positive_int, default=None,
+                   help="compressor, teacher, student: latents per training window (default: the preset's)")
     t.add_argument('--preset', choices=('tiny', 'small', 'base'), default='small')
-    t.add_argument('--init', default=None, help="base: start from this model/ folder (stage 2 after stage 1); teacher: the base model "
-                   "(or a model with memory); student: the teacher's model/ folder; pdd: the student's model/ folder; dmd: the pdd model/ "
-                   "folder (or the student's, for the no-PDD-init ablation)")
-    t.add_argument('--solver', choices=('euler', 'midpoint'), default='euler', help="pdd: the frozen model's step inside an interval")
-    t.add_argument('--teacher', default=None, help="dmd: the bidirectional teacher's model/ folder (the real score; the critic starts from it)")
-    t.add_argument('--rollout-latents', type=positive_int, default=16, help='dmd: latents generated per rollout')
+    t.add_argument('--init', default=None,
+                   help="base: start from this model/ folder (stage 2 after stage 1); "
+                        "teacher: the base model (or a model with memory); student: the "
+                        "teacher's model/ folder; pdd: the student's model/ folder; dmd: the "
+                        "pdd model/ folder (or the student's, for the no-PDD-init ablation)")
+    t.add_argument('--solver', choices=('euler', 'midpoint'), default='euler',
+                   help="pdd: the frozen model's step inside an interval")
+    t.add_argument('--teacher', default=None,
+                   help="dmd: the bidirectional teacher's model/ folder "
+                        "(the real score; the critic starts from it)")
+    t.add_argument('--rollout-latents', type=positive_int, default=16,
+                   help='dmd: latents generated per rollout')
     t.add_argument('--score-clip', type=positive_int, default=8, help='dmd: latents per scored clip')
-    t.add_argument('--rollout', choices=('full', 'exit'), default='full', help="dmd: 'full' (Stable Forcing) or 'exit' (Self-Forcing: stop at the drawn step)")
-    t.add_argument('--context', choices=('clip', 'full'), default='clip', help="dmd: clip-wise scores with compressed memory, or the whole rollout at once")
-    t.add_argument('--critic-steps', type=positive_int, default=1, help='dmd: critic updates per generator update')
-    t.add_argument('--guidance', type=finite_float, default=1.0, help="dmd: action guidance of the teacher's score (1: none)")
-    t.add_argument('--guide', choices=('still', 'mirror'), default='still', help="dmd: what --guidance guides away from: standing still or the opposite commands")
-    t.add_argument('--start-share', type=share, default=0.5, help="base: share of training windows that start at a stream's lone first frame")
-    t.add_argument('--p-i2v', type=share, default=None, help="base: chance that a window's first latent is given clean (default: the model config's)")
-    t.add_argument('--p-high-sigma', type=share, default=None, help="base: chance that a window's noise level is drawn from [--high-sigma, 1] (default: the model config's)")
-    t.add_argument('--high-sigma', type=share, default=None, help="base: the lower end of those noise levels (DiTConfig.high_sigma; default: the model config's, 0.9)")
+    t.add_argument('--rollout', choices=('full', 'exit'), default='full',
+                   help="dmd: 'full' (Stable Forcing) or 'exit' (Self-Forcing: stop at the drawn step)")
+    t.add_argument('--context', choices=('clip', 'full'), default='clip',
+                   help="dmd: clip-wise scores with compressed memory, or the whole rollout at once")
+    t.add_argument('--critic-steps', type=positive_int, default=1,
+                   help='dmd: critic updates per generator update')
+    t.add_argument('--guidance', type=finite_float, default=1.0,
+                   help="dmd: action guidance of the teacher's score (1: none)")
+    t.add_argument('--guide', choices=('still', 'mirror'), default='still',
+                   help="dmd: what --guidance guides away from: standing still or the opposite commands")
+    t.add_argument('--start-share', type=share, default=0.5,
+                   help="base: share of training windows that start at a stream's lone first frame")
+    t.add_argument('--p-i2v', type=share, default=None,
+                   help="base: chance that a window's first latent "
+                        "is given clean (default: the model config's)")
+    t.add_argument('--p-high-sigma', type=share, default=None,
+                   help="base: chance that a window's noise level is drawn "
+                        "from [--high-sigma, 1] (default: the model config's)")
+    t.add_argument('--high-sigma', type=share, default=None,
+                   help="base: the lower end of those noise levels "
+                        "(DiTConfig.high_sigma; default: the model config's, 0.9)")
     t.add_argument('--camera-rope', action=argparse.BooleanOptionalAction, default=None,
-                   help="base: turn each latent's rotary positions with the camera (DiTConfig.camera_rope; default: the model config's, off for a new one)")
+                   help="base: turn each latent's rotary positions with the camera "
+                        "(DiTConfig.camera_rope; default: the model config's, off for a new one)")
     t.add_argument('--shift', type=float, default=None,
-                   help="base: timestep shift of the noise levels trained at and sampled with (DiTConfig.shift; default: the model config's)")
-    t.add_argument('--token-dims', type=nonneg_int, default=None, help="base: how many principal components of each latent patch the model "
-                   "sees and predicts (DiTConfig.token_dims; fitted on the training latents; default: the model config's, 0 = the whole patch)")
-    t.add_argument('--pred', choices=('x0', 'skip'), default=None, help="base: what the head predicts (DiTConfig.pred): 'x0', or 'skip', "
-                   "where the clean latent also passes around the network at low noise (default: the model config's)")
+                   help="base: timestep shift of the noise levels trained at and "
+                        "sampled with (DiTConfig.shift; default: the model config's)")
+    t.add_argument('--token-dims', type=nonneg_int, default=None,
+                   help="base: how many principal components of each latent patch the model "
+                        "sees and predicts (DiTConfig.token_dims; fitted on the training "
+                        "latents; default: the model config's, 0 = the whole patch)")
+    t.add_argument('--pred', choices=('x0', 'skip'), default=None,
+                   help="base: what the head predicts (DiTConfig.pred): 'x0', or 'skip', where the clean "
+                        "latent also passes around the network at low noise (default: the model config's)")
     t.add_argument('--camera-heads', type=nonneg_int, default=None,
-                   help="base: with --camera-rope, how many heads of each block turn with the camera (DiTConfig.camera_heads; 0 = all)")
+                   help="base: with --camera-rope, how many heads of each block "
+                        "turn with the camera (DiTConfig.camera_heads; 0 = all)")
     t.add_argument('--screen-pos', action=argparse.BooleanOptionalAction, default=None,
-                   help="base: give each token a learned embedding of its place on the screen (DiTConfig.screen_pos; default: the model config's, off for a new one)")
+                   help="base: give each token a learned embedding of its place on the screen "
+                        "(DiTConfig.screen_pos; default: the model config's, off for a new one)")
     t.add_argument('--travel', action=argparse.BooleanOptionalAction, default=None,
-                   help="base: also embed the walk and turn commanded since the clip's first latent (ControlConfig.travel; default: the model config's, off for a new one)")
+                   help="base: also embed the walk and turn commanded since the clip's first latent "
+                        "(ControlConfig.travel; default: the model config's, off for a new one)")
     t.add_argument('--neg-actions', type=nonneg_float, default=0.0,
-                   help="base: weight of the mirrored-actions hinge (flow_step's neg_weight; 0: none): a clip's loss with its actions mirrored must exceed --neg-ratio times its loss with them")
-    t.add_argument('--neg-ratio', type=nonneg_float, default=1.0, help="base: with --neg-actions, the ratio the mirrored loss must reach")
+                   help="base: weight of the mirrored-actions hinge (flow_step's "
+                        "neg_weight; 0: none): a clip's loss with its actions "
+                        "mirrored must exceed --neg-ratio times its loss with them")
+    t.add_argument('--neg-ratio', type=nonneg_float, default=1.0,
+                   help="base: with --neg-actions, the ratio the mirrored loss must reach")
     t.add_argument('--data', nargs='+', help='episode folder(s) (every stage but all)')
     t.add_argument('--workers', type=positive_int, default=1, help='all: processes generating the data')
     t.add_argument('--out', required=True, help='run folder: checkpoints, logs, final model, metrics.json')
     t.add_argument('--max-steps', type=positive_int, default=None)
     t.add_argument('--max-time', type=float, default=None,
-                   help="seconds of training in this invocation, then it saves the model and stops; the same command trains as long again (the learning-rate schedule spans --max-steps). Ctrl-C or SIGTERM saves a checkpoint the same command continues from")
+                   help="seconds of training in this invocation, then it saves the model and stops; the "
+                        "same command trains as long again (the learning-rate schedule spans --max-steps). "
+                        "Ctrl-C or SIGTERM saves a checkpoint the same command continues from")
     t.add_argument('--batch-size', type=positive_int, default=None)
     t.add_argument('--devices', default=1, help="Lightning devices: a count, or 'auto'")
     t.add_argument('--strategy', default='auto', help='Lightning strategy: auto, ddp, fsdp, ...')
@@ -442,7 +585,9 @@ def cmd_models_list(a):
     res = models_list()
     if a.json: print(json.dumps(res, indent=1))
     else:
-        for r in res: print(f"{r['name']:18s} {r['model']:17s} {r['stage'] or '':10s} {r['preset'] or '':6s} {r['size_mb']:6.1f} MB  {r['dtype']}  {'wheel' if r['in_wheel'] else 'repository'}")
+        for r in res:
+            print(f"{r['name']:18s} {r['model']:17s} {r['stage'] or '':10s} {r['preset'] or '':6s} "
+                  f"{r['size_mb']:6.1f} MB  {r['dtype']}  {'wheel' if r['in_wheel'] else 'repository'}")
     return res
 
 def cmd_models_card(a):
@@ -458,7 +603,8 @@ def cmd_models_push(a):
     print(push_to_hub(a.checkpoint, a.repo_id, private=a.private))
 
 def _models_parser(sub):
-    m = sub.add_parser('models', help='the shipped models and Hub checkpoints').add_subparsers(dest='sub', required=True)
+    m = (sub.add_parser('models', help='the shipped models and Hub checkpoints')
+         .add_subparsers(dest='sub', required=True))
     l = m.add_parser('list', help='the shipped models: name, stage, preset, size and measured metrics')
     l.add_argument('--json', action='store_true')
     l.set_defaults(fn=cmd_models_list)
@@ -466,13 +612,16 @@ def _models_parser(sub):
     c.add_argument('checkpoint', help='a folder, a shipped name or a Hub id')
     c.add_argument('--write', action='store_true', help='write it into the folder as README.md')
     c.set_defaults(fn=cmd_models_card)
-    p = m.add_parser('push', help='upload a checkpoint with its card to the Hugging Face Hub (needs network and a token)')
+    p = m.add_parser('push',
+                     help='upload a checkpoint with its card to the '
+                          'Hugging Face Hub (needs network and a token)')
     p.add_argument('checkpoint'); p.add_argument('repo_id'); p.add_argument('--private', action='store_true')
     p.set_defaults(fn=cmd_models_push)
 
 # %% ../nbs/90_cli.ipynb #64210c64
 def _data_parser(sub):
-    d = sub.add_parser('data', help='generate and manage episode datasets').add_subparsers(dest='sub', required=True)
+    d = (sub.add_parser('data', help='generate and manage episode datasets')
+         .add_subparsers(dest='sub', required=True))
     g = d.add_parser('generate', help='write episodes of one kind (parallel, deterministic, resumable)')
     g.add_argument('--out', required=True, help='dataset folder')
     g.add_argument('--episodes', type=positive_int, required=True)
@@ -482,7 +631,9 @@ def _data_parser(sub):
     g.add_argument('--seed', type=int, default=0)
     g.add_argument('--workers', type=positive_int, default=1)
     g.add_argument('--depth', action='store_true', help='also store depth maps')
-    g.add_argument('--twins', action='store_true', help="also each episode's mirrored twin (NAME-mirrored): the same first frame, then the opposite commands")
+    g.add_argument('--twins', action='store_true',
+                   help="also each episode's mirrored twin (NAME-mirrored): "
+                        "the same first frame, then the opposite commands")
     g.add_argument('--quiet', action='store_true', help='no progress bar')
     g.set_defaults(fn=cmd_data_generate)
     s = d.add_parser('samples', help='rebuild the shipped data_samples/')
@@ -490,7 +641,8 @@ def _data_parser(sub):
     s.set_defaults(fn=cmd_data_samples)
 
 def _bench_parser(sub):
-    b = sub.add_parser('bench', help='benchmarks (JSON with --json)').add_subparsers(dest='sub', required=True)
+    b = (sub.add_parser('bench', help='benchmarks (JSON with --json)')
+         .add_subparsers(dest='sub', required=True))
     w = b.add_parser('world', help='renderer frames/s per resolution on one core')
     w.add_argument('--res', type=side, nargs='+', default=[64, 128])
     w.add_argument('--frames', type=positive_int, default=256)
@@ -498,8 +650,10 @@ def _bench_parser(sub):
     w.add_argument('--json', action='store_true')
     w.set_defaults(fn=cmd_bench_world)
     v = b.add_parser('vae', help='VAE encode/decode frames/s and PSNR/SSIM on held-out episodes')
-    v.add_argument('--checkpoint', default=None, help='a vae/ folder written by `worldplay2 train vae` (default: the shipped small VAE)')
-    v.add_argument('--data', default=None, help='episode folder (its validation split is used); default: the shipped samples')
+    v.add_argument('--checkpoint', default=None,
+                   help='a vae/ folder written by `worldplay2 train vae` (default: the shipped small VAE)')
+    v.add_argument('--data', default=None,
+                   help='episode folder (its validation split is used); default: the shipped samples')
     v.add_argument('--clips', type=positive_int, default=16)
     v.add_argument('--one-core', action='store_true', help='pin to one core first')
     v.add_argument('--json', action='store_true')
@@ -511,48 +665,69 @@ def _bench_parser(sub):
     t.add_argument('--steps', type=positive_int, default=3)
     t.add_argument('--json', action='store_true')
     t.set_defaults(fn=cmd_bench_train)
-    m = b.add_parser('memory', help='context tokens and ms per chunk by horizon; training step time and peak memory: compressed vs full context')
+    m = b.add_parser('memory',
+                     help='context tokens and ms per chunk by horizon; training '
+                          'step time and peak memory: compressed vs full context')
     m.add_argument('--preset', choices=('tiny', 'small', 'base'), default='small')
     m.add_argument('--horizons', type=positive_int, nargs='+', default=[16, 64, 256, 1024])
     m.add_argument('--chunk', type=positive_int, default=2)
     m.add_argument('--steps', type=positive_int, default=4, help='denoising steps per chunk')
-    m.add_argument('--train-horizons', type=positive_int, nargs='+', default=[16, 32, 64, 128, 256, 512, 1024])
-    m.add_argument('--limit-gb', type=positive_float, default=20.0, help='address-space limit of each training-step process')
-    m.add_argument('--train-timeout', type=positive_int, default=900, help='seconds allowed to each training-step process (two steps, the second timed)')
+    m.add_argument('--train-horizons', type=positive_int, nargs='+',
+                   default=[16, 32, 64, 128, 256, 512, 1024])
+    m.add_argument('--limit-gb', type=positive_float, default=20.0,
+                   help='address-space limit of each training-step process')
+    m.add_argument('--train-timeout', type=positive_int, default=900,
+                   help='seconds allowed to each training-step process (two steps, the second timed)')
     m.add_argument('--no-train', action='store_true', help='skip the training-step part')
     m.add_argument('--json', action='store_true')
     m.set_defaults(fn=cmd_bench_memory)
-    x = b.add_parser('distill', help='Stable Forcing cost: seconds per iteration and peak memory by horizon, clip-wise vs full-context scoring')
+    x = b.add_parser('distill',
+                     help='Stable Forcing cost: seconds per iteration and peak '
+                          'memory by horizon, clip-wise vs full-context scoring')
     x.add_argument('--preset', choices=('tiny', 'small', 'base'), default='small')
-    x.add_argument('--horizons', type=positive_int, nargs='+', default=[16, 32, 64, 128, 256], help='rollout latents')
-    x.add_argument('--limit-gb', type=positive_float, default=20.0, help='address-space limit of each iteration process')
+    x.add_argument('--horizons', type=positive_int, nargs='+', default=[16, 32, 64, 128, 256],
+                   help='rollout latents')
+    x.add_argument('--limit-gb', type=positive_float, default=20.0,
+                   help='address-space limit of each iteration process')
     x.add_argument('--timeout', type=positive_int, default=900, help='seconds one iteration may take')
     x.add_argument('--json', action='store_true')
     x.set_defaults(fn=cmd_bench_distill)
-    st = b.add_parser('stream', help='real-time play: frames/s, first-frame and per-chunk latency over a long run, beside the naive path')
+    st = b.add_parser('stream',
+                      help='real-time play: frames/s, first-frame and per-chunk '
+                           'latency over a long run, beside the naive path')
     st.add_argument('--preset', choices=('tiny', 'small', 'base'), default='small')
-    st.add_argument('--checkpoint', default=None, help='a model with memory (train student / pdd / dmd); default: the shipped small student '
-                    'for --preset small, random weights of --preset otherwise')
-    st.add_argument('--random', action='store_true', help='random weights of --preset (timing only: the cost does not depend on the weights)')
+    st.add_argument('--checkpoint', default=None,
+                    help='a model with memory (train student / pdd / dmd); default: the shipped '
+                         'small student for --preset small, random weights of --preset otherwise')
+    st.add_argument('--random', action='store_true',
+                    help='random weights of --preset (timing only: the cost does not depend on the weights)')
     st.add_argument('--vae', default=None, help='its vae/ folder (default: the shipped small VAE)')
-    st.add_argument('--steps', type=positive_int, default=4, help='denoising steps per chunk with random weights (a PDD checkpoint brings its own)')
-    st.add_argument('--at', type=positive_int, nargs='+', default=[1, 10, 100, 1000], help='chunks at which to report the latency (side by side from forks of the run)')
-    st.add_argument('--rounds', type=positive_int, default=7, help='interleaved rounds of the side-by-side chunk timing (the median is reported)')
+    st.add_argument('--steps', type=positive_int, default=4,
+                    help='denoising steps per chunk with random weights (a PDD checkpoint brings its own)')
+    st.add_argument('--at', type=positive_int, nargs='+', default=[1, 10, 100, 1000],
+                    help='chunks at which to report the latency (side by side from forks of the run)')
+    st.add_argument('--rounds', type=positive_int, default=7,
+                    help='interleaved rounds of the side-by-side chunk timing (the median is reported)')
     st.add_argument('--chunk', type=positive_int, default=2)
     st.add_argument('--max-cmp', type=positive_int, default=64, help='cap on compressed memory steps')
     st.add_argument('--naive-chunks', type=positive_int, default=8)
     st.add_argument('--naive-steps', type=positive_int, default=30)
-    st.add_argument('--threads', type=positive_int, nargs='*', default=None, help='thread counts to try (default: torch\'s)')
-    st.add_argument('--variants', nargs='+', choices=SPEEDS, default=list(SPEEDS), help='speed variants to time, each with the static room')
-    st.add_argument('--no-growing', action='store_true', help='skip the run of the fastest variant with a room that grows as the memory fills')
+    st.add_argument('--threads', type=positive_int, nargs='*', default=None,
+                    help='thread counts to try (default: torch\'s)')
+    st.add_argument('--variants', nargs='+', choices=SPEEDS, default=list(SPEEDS),
+                    help='speed variants to time, each with the static room')
+    st.add_argument('--no-growing', action='store_true',
+                    help='skip the run of the fastest variant with a room that grows as the memory fills')
     st.add_argument('--json', action='store_true')
     st.set_defaults(fn=cmd_bench_stream)
 
 def load_player(checkpoint, vae=None, speed: str = 'fp32'):
-    """(MemoryWorld, VAE, sampler, what) for play: a `train pdd`/`dmd` folder (its K steps) or a `train student` one (8 Euler steps);
-    `speed`, one of `realtime.SPEED_VARIANTS` (e.g. 'int8', what `bench stream` measured fastest), turns the network into that variant."""
+    """(MemoryWorld, VAE, sampler, what) for play: a `train pdd`/`dmd` folder (its K steps) or a
+    `train student` one (8 Euler steps); `speed`, one of `realtime.SPEED_VARIANTS` (e.g. 'int8', what
+    `bench stream` measured fastest), turns the network into that variant."""
     from worldplay2.realtime import SPEED_VARIANTS
-    if speed not in SPEED_VARIANTS: raise ValueError(f"unknown speed variant '{speed}'; known: {', '.join(SPEED_VARIANTS)}")
+    if speed not in SPEED_VARIANTS:
+        raise ValueError(f"unknown speed variant '{speed}'; known: {', '.join(SPEED_VARIANTS)}")
     from worldplay2.hub import from_pretrained
     from worldplay2.vae import load_vae
     from worldplay2.train import pretrained, check_latent_stats
@@ -561,10 +736,13 @@ def load_player(checkpoint, vae=None, speed: str = 'fp32'):
     kind = type(net).__name__
     if kind == 'PDDWorld': mw, sampler = net.mw, net.sampler()
     elif kind == 'MemoryWorld': mw, sampler = net, EulerSampler(8, net.config.dit.shift)
-    else: raise ValueError(f"{checkpoint} is not a model with memory (`train student`, `train pdd` or `train dmd`)")
+    else:
+        raise ValueError(f"{checkpoint} is not a model with memory "
+                         "(`train student`, `train pdd` or `train dmd`)")
     v = load_vae(vae or pretrained('small-vae'))
     check_latent_stats(mw.model, v)
-    return SPEED_VARIANTS[speed](mw), v, sampler, f'{kind} {checkpoint}' + ('' if speed == 'fp32' else f' ({speed})')
+    return SPEED_VARIANTS[speed](mw), v, sampler, f'{kind} {checkpoint}' + ('' if speed == 'fp32'
+                                                                            else f' ({speed})')
 
 def cmd_bench_stream(a):
     "Streaming frames/s, first-frame latency and chunk latency over a long run, beside the naive path."
@@ -578,19 +756,24 @@ def cmd_bench_stream(a):
     if a.checkpoint and a.random: raise ValueError("pass --checkpoint or --random, not both")
     if a.preset == 'small' and not (a.checkpoint or a.random): a.checkpoint = pretrained('small-student')
     if a.checkpoint: mw, vae, sampler, what = load_player(a.checkpoint, a.vae)
-    else:                                                                       # timing only: the cost does not depend on the weights
+    # timing only: the cost does not depend on the weights
+    else:
         c = model_config(a.preset); torch.manual_seed(0)
-        mw, sampler = MemoryWorld(WorldModel(c), HistoryCompressor(MemoryConfig(), c.dit)), EulerSampler(a.steps, c.dit.shift)
-        vae = load_vae(a.vae) if a.vae else (load_vae(pretrained('small-vae')) if a.preset == 'small' else CausalVAE(vae_config(a.preset)))
+        mw, sampler = (MemoryWorld(WorldModel(c), HistoryCompressor(MemoryConfig(), c.dit)),
+                       EulerSampler(a.steps, c.dit.shift))
+        vae = load_vae(a.vae) if a.vae else (load_vae(pretrained('small-vae')) if a.preset == 'small'
+                                             else CausalVAE(vae_config(a.preset)))
         what = f'random {a.preset} weights (timing only), {a.steps} Euler steps per chunk'
-    res = bench_stream(mw, vae, sampler, tuple(a.at), a.chunk, a.max_cmp, a.naive_chunks, a.naive_steps, variants=tuple(a.variants),
-                       growing=not a.no_growing, threads=tuple(a.threads) if a.threads else (None,), rounds=a.rounds)
+    res = bench_stream(mw, vae, sampler, tuple(a.at), a.chunk, a.max_cmp, a.naive_chunks, a.naive_steps,
+                       variants=tuple(a.variants), growing=not a.no_growing,
+                       threads=tuple(a.threads) if a.threads else (None,), rounds=a.rounds)
     res['model'] = what
     return emit(a, res)
 
 def cmd_play(a):
     "Scripted play from the shell: keys and timed events in, an mp4 out."
-    out = out_file(a.out)                                                       # checked before the model loads and the clip is made
+    # checked before the model loads and the clip is made
+    out = out_file(a.out)
     from worldplay2.realtime import Session, parse_script, parse_event, play
     from worldplay2.train import pretrained
     from worldplay2.data import write_mp4, own_outputs
@@ -602,59 +785,79 @@ def cmd_play(a):
     dt = time.time() - t0
     own_outputs(out.parent, [out.name])
     write_mp4(frames, out)
-    res = dict(out=str(out), frames=len(frames), seconds=round(len(frames)/16, 2), fps=round((len(frames) - 1)/dt, 2), model=what,
+    res = dict(out=str(out), frames=len(frames), seconds=round(len(frames)/16, 2),
+               fps=round((len(frames) - 1)/dt, 2), model=what,
                first_frame_ms=round(sess.log[0]['first_ms'], 1), events=[list(e) for e in events])
     return emit(a, res)
 
 def cmd_bench_distill(a):
-    "Seconds per Stable Forcing iteration and peak memory by rollout horizon, clip-wise vs full-context scoring."
+    """Seconds per Stable Forcing iteration and peak memory by rollout horizon, clip-wise vs full-context
+    scoring."""
     from worldplay2.dmd import bench_distill
     res = bench_distill(a.preset, tuple(a.horizons), a.limit_gb, a.timeout)
     return emit(a, res)
 
 def cmd_demo(a):
-    """The scripted demo: loop, turns, jump, perspective switch, two events; video, strip against the true render, HTML report.
-    `--script`/`--scene` play another script in another world against its true render (`--event` adds events to it)."""
+    """The scripted demo: loop, turns, jump, perspective switch, two events; video, strip against the true
+    render, HTML report. `--script`/`--scene` play another script in another world against its true render
+    (`--event` adds events to it)."""
     from worldplay2.data import claim_outputs
-    from worldplay2.realtime import Session, demo, DEMO_SCRIPT, DEMO_EVENTS, DEMO_FILES, DEMO_LEGACY, parse_script, parse_event
-    claim_outputs(a.out, DEMO_FILES, legacy=DEMO_LEGACY)                                           # before the model loads
+    from worldplay2.realtime import (Session, demo, DEMO_SCRIPT, DEMO_EVENTS, DEMO_FILES, DEMO_LEGACY,
+                                     parse_script, parse_event)
+    # before the model loads
+    claim_outputs(a.out, DEMO_FILES, legacy=DEMO_LEGACY)
     from worldplay2.train import pretrained
-    if a.event and not a.script: raise ValueError("--event goes with --script (the demo's own script has its two events)")
+    if a.event and not a.script:
+        raise ValueError("--event goes with --script (the demo's own script has its two events)")
     events = () if a.no_events else a.event if a.script else DEMO_EVENTS
-    parse_script(a.script or DEMO_SCRIPT); [parse_event(e) for e in events]    # bad input fails before the model loads
+    # bad input fails before the model loads
+    parse_script(a.script or DEMO_SCRIPT); [parse_event(e) for e in events]
     mw, vae, sampler, what = load_player(a.checkpoint or pretrained('small-student'), a.vae, a.speed)
-    res = demo(Session(mw, vae, sampler, seed=a.seed), a.out, a.script or DEMO_SCRIPT, events, a.scene, what=what)
+    res = demo(Session(mw, vae, sampler, seed=a.seed), a.out, a.script or DEMO_SCRIPT, events,
+               a.scene, what=what)
     return emit(a, res)
 
 def _demo_parser(sub):
-    p = sub.add_parser('demo', help='the scripted demo: a loop, turns, a jump, a perspective switch and two events; mp4, strip vs true render, HTML report')
-    p.add_argument('--checkpoint', default=None, help='a model with memory (train student / pdd / dmd); default: the shipped small student')
+    p = sub.add_parser('demo',
+                       help='the scripted demo: a loop, turns, a jump, a perspective '
+                            'switch and two events; mp4, strip vs true render, HTML report')
+    p.add_argument('--checkpoint', default=None,
+                   help='a model with memory (train student / pdd / dmd); default: the shipped small student')
     p.add_argument('--vae', default=None, help='its vae/ folder (default: the shipped small VAE)')
     p.add_argument('--seed', type=int, default=0)
-    p.add_argument('--speed', choices=SPEEDS, default='int8', help='the network variant (bench stream times each)')
-    p.add_argument('--script', default=None, help="another key script, as for play (e.g. 'w*32 right*48'); default: the demo's")
+    p.add_argument('--speed', choices=SPEEDS, default='int8',
+                   help='the network variant (bench stream times each)')
+    p.add_argument('--script', default=None,
+                   help="another key script, as for play (e.g. 'w*32 right*48'); default: the demo's")
     p.add_argument('--scene', type=int, default=3, help='the world seed to play in')
-    p.add_argument('--event', action='append', default=[], help="with --script: 'at 3s: it starts to snow' (repeatable)")
+    p.add_argument('--event', action='append', default=[],
+                   help="with --script: 'at 3s: it starts to snow' (repeatable)")
     p.add_argument('--no-events', action='store_true', help="play without the demo's two events")
     p.add_argument('--out', default='demo')
     p.set_defaults(fn=cmd_demo)
 
 def _play_parser(sub):
     p = sub.add_parser('play', help='scripted play: a key script and timed events in, an mp4 out')
-    p.add_argument('--actions', required=True, help="keys*frames, e.g. 'w*16 a*8 right+w*12 _*4' (w a s d, left right up down, space; '_' waits)")
+    p.add_argument('--actions', required=True,
+                   help="keys*frames, e.g. 'w*16 a*8 right+w*12 _*4' (w "
+                        "a s d, left right up down, space; '_' waits)")
     p.add_argument('--event', action='append', default=[], help="'at 3s: it starts to snow' (repeatable)")
     p.add_argument('--scene', default='3', help='a world seed (its caption and start view)')
     p.add_argument('--character', default=None, help='one of the world characters (third person)')
-    p.add_argument('--perspective', type=int, choices=(0, 1), default=1, help='0 third person, 1 first person')
-    p.add_argument('--checkpoint', default=None, help='a model with memory (train student / pdd / dmd); default: the shipped small student')
+    p.add_argument('--perspective', type=int, choices=(0, 1), default=1,
+                   help='0 third person, 1 first person')
+    p.add_argument('--checkpoint', default=None,
+                   help='a model with memory (train student / pdd / dmd); default: the shipped small student')
     p.add_argument('--vae', default=None, help='its vae/ folder (default: the shipped small VAE)')
     p.add_argument('--seed', type=int, default=0)
-    p.add_argument('--speed', choices=SPEEDS, default='int8', help='the network variant (bench stream times each)')
+    p.add_argument('--speed', choices=SPEEDS, default='int8',
+                   help='the network variant (bench stream times each)')
     p.add_argument('--out', default='play.mp4')
     p.set_defaults(fn=cmd_play)
 
 def _preview_parser(sub):
-    p = sub.add_parser('preview', help='render a preview of the world: mp4 per episode kind and a contact sheet')
+    p = sub.add_parser('preview',
+                       help='render a preview of the world: mp4 per episode kind and a contact sheet')
     p.add_argument('--out', default='preview')
     p.add_argument('--seed', type=int, default=0)
     p.add_argument('--res', type=side, default=128)
@@ -663,10 +866,12 @@ def _preview_parser(sub):
 
 # %% ../nbs/90_cli.ipynb #4c8cf844
 class UsageError(ValueError):
-    "A command line the parser refuses (unknown flag, bad choice, bad number): reported like any other bad input, exit status 2."
+    """A command line the parser refuses (unknown flag, bad choice, bad number): reported like any other bad
+    input, exit status 2."""
 
 class _Parser(argparse.ArgumentParser):
-    "argparse's parser (and, through `add_subparsers`, its subcommands') with usage errors raised as `UsageError` for `main` to report."
+    """argparse's parser (and, through `add_subparsers`, its subcommands') with usage errors raised as
+    `UsageError` for `main` to report."""
     def error(self, message): raise UsageError(f"{message} (see `{self.prog} --help`)") from None
 
 def parser() -> argparse.ArgumentParser:
@@ -674,46 +879,59 @@ def parser() -> argparse.ArgumentParser:
     from worldplay2 import __version__
     p = _Parser(prog='worldplay2', description='WorldPlay2, small enough to train on a laptop CPU.')
     p.add_argument('--version', action='version', version=f'worldplay2 {__version__}')
-    p.add_argument('--debug', action='store_true', help='on an error, print its traceback too (accepted anywhere on the line)')
+    p.add_argument('--debug', action='store_true',
+                   help='on an error, print its traceback too (accepted anywhere on the line)')
     sub = p.add_subparsers(dest='cmd', required=True)
-    for add in (_preview_parser, _demo_parser, _play_parser, _data_parser, _train_parser, _eval_parser, _bench_parser, _models_parser): add(sub)
+    for add in (_preview_parser, _demo_parser, _play_parser, _data_parser, _train_parser, _eval_parser,
+                _bench_parser, _models_parser):
+        add(sub)
     return p
 
 def report_error(e: BaseException, as_json: bool = False, debug: bool = False) -> int:
-    """Report `e` the one way (see Errors): its traceback only with `debug` (none for a usage error), one line on stderr, and the
-    JSON object on stdout with `as_json`. Returns the exit status: 130 for Ctrl-C (143 for a SIGTERM a training run saved itself on), 2 for bad input (`ValueError`, `OSError`), 1 else."""
+    """Report `e` the one way (see Errors): its traceback only with `debug` (none for a usage error), one line
+    on stderr, and the JSON object on stdout with `as_json`. Returns the exit status: 130 for Ctrl-C (143 for
+    a SIGTERM a training run saved itself on), 2 for bad input (`ValueError`, `OSError`), 1 else."""
     if debug and not isinstance(e, UsageError): traceback.print_exception(e)
     if isinstance(e, KeyboardInterrupt): msg, code, line = 'interrupted', 130, 'worldplay2: interrupted'
-    elif getattr(e, 'exit_status', None) in (130, 143):                          # a training run that saved itself (`RunInterrupted`)
+    # a training run that saved itself (`RunInterrupted`)
+    elif getattr(e, 'exit_status', None) in (130, 143):
         msg, code = f"interrupted: {e}", e.exit_status; line = f"worldplay2: {msg}"
     else:
-        msg = re.sub(r'\s*\n\s*', ' ', str(e).strip()) or type(e).__name__        # one line, whatever the exception said
+        # one line, whatever the exception said
+        msg = re.sub(r'\s*\n\s*', ' ', str(e).strip()) or type(e).__name__
         code = 2 if isinstance(e, (ValueError, OSError)) else 1
-        if code == 1: msg = f"{type(e).__name__}: {msg} (an internal error: `worldplay2 --debug ...` shows its traceback)"
+        if code == 1:
+            msg = (f"{type(e).__name__}: {msg} "
+                   "(an internal error: `worldplay2 --debug ...` shows its traceback)")
         line = f"worldplay2: error: {msg}"
     if as_json:
         try: print(json.dumps(dict(error=msg, type=type(e).__name__)), flush=True)
-        except OSError: pass                                                   # stdout gone (a closed pipe): the line below still tells
+        # stdout gone (a closed pipe): the line below still tells
+        except OSError: pass
     print(line, file=sys.stderr, flush=True)
     return code
 
 @contextmanager
 def _ctrl_c():
-    """Ctrl-C: KeyboardInterrupt as ever, but forked workers (`data generate --workers`) unwind with their stderr silenced (no traceback
-    of theirs; locks they hold are released, so the pool shuts down) and this process reports. Left alone where SIGINT is not Python's
-    default (ignored, or someone else's handler) or off the main thread."""
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+    """Ctrl-C: KeyboardInterrupt as ever, but forked workers (`data generate --workers`) unwind with their
+    stderr silenced (no traceback of theirs; locks they hold are released, so the pool shuts down) and this
+    process reports. Left alone where SIGINT is not Python's default (ignored, or someone else's handler) or
+    off the main thread."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
         yield; return
     pid = os.getpid()
     def on_sigint(sig, frame):
-        if os.getpid() != pid: sys.stderr = open(os.devnull, 'w')   # a forked worker: it stops as on any Ctrl-C, silently
+        # a forked worker: it stops as on any Ctrl-C, silently
+        if os.getpid() != pid: sys.stderr = open(os.devnull, 'w')
         raise KeyboardInterrupt
     signal.signal(signal.SIGINT, on_sigint)
     try: yield
     finally: signal.signal(signal.SIGINT, signal.default_int_handler)
 
 def main(argv=None):
-    "Entry point of the `worldplay2` console script: every failure is reported by `report_error` and ends it with its exit status."
+    """Entry point of the `worldplay2` console script: every failure is reported by `report_error` and ends it
+    with its exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     debug, argv = '--debug' in argv, [x for x in argv if x != '--debug']
     a = None

@@ -23,14 +23,16 @@ def psnr(a, b) -> float:
     return float('inf') if mse == 0 else 10*math.log10(255**2/mse)
 
 def grad_mag(frames) -> float:
-    "Mean image-gradient magnitude of frames uint8 (..., H, W, 3): the luminance's horizontal and vertical differences, per pixel."
+    """Mean image-gradient magnitude of frames uint8 (..., H, W, 3): the luminance's horizontal and vertical
+    differences, per pixel."""
     y = np.asarray(frames, np.float32).mean(-1)
     dx, dy = np.diff(y, axis=-1)[..., :-1, :], np.diff(y, axis=-2)[..., :, :-1]
     return float(np.sqrt(dx**2 + dy**2).mean())
 
 def sharpness(gen, true) -> float:
-    """How sharp generated frames are beside the world's true frames of the same actions: `grad_mag(gen)` over `grad_mag(true)`
-    (1 = as sharp as the world; a blur scores near 0, noise can score above 1, which PSNR then punishes)."""
+    """How sharp generated frames are beside the world's true frames of the same actions: `grad_mag(gen)` over
+    `grad_mag(true)` (1 = as sharp as the world; a blur scores near 0, noise can score above 1, which PSNR
+    then punishes)."""
     return round(grad_mag(gen)/max(grad_mag(true), 1e-8), 3)
 
 def true_render(world, start_pose, actions, t0: float, res: int):
@@ -39,114 +41,156 @@ def true_render(world, start_pose, actions, t0: float, res: int):
     return world.render(poses, t0 + np.arange(len(actions))/FPS, res)[0]
 
 # %% ../nbs/05a_control_eval.ipynb #bc2dc687
-TURNING = 12.0      # degrees of net camera turn over a clip (one latent of a held arrow key) that make it a turning clip
-ALIKE_PSNR = 15.0   # dB between the true frames of the commanded and of the mirrored actions at which a clip's two truths count as alike
+# degrees of net camera turn over a clip (one latent of a held arrow key) that make it a turning clip
+TURNING = 12.0
+# dB between the true frames of the commanded and of the mirrored actions at which a clip's two truths count
+# as alike
+ALIKE_PSNR = 15.0
 
 def judge_clip(generate, world, pose, t0: float, actions, caps: dict, res: int) -> dict:
-    """One clip's PSNRs and its two judgements: `generate` (see `eval_control`) from the world's render of `pose` at time `t0`, with
-    `actions` (clip, 6) and with their mirror image, each against the world's true frames of both (frames after the first)."""
-    gt = true_render(world, pose, actions[1:], t0 + 1/FPS, res)                  # the clip's frames 1 .. clip−1 under the commanded actions
+    """One clip's PSNRs and its two judgements: `generate` (see `eval_control`) from the world's render of
+    `pose` at time `t0`, with `actions` (clip, 6) and with their mirror image, each against the world's true
+    frames of both (frames after the first)."""
+    # the clip's frames 1 .. clip−1 under the commanded actions
+    gt = true_render(world, pose, actions[1:], t0 + 1/FPS, res)
     wrong_gt = true_render(world, pose, mirror_actions(actions[1:]), t0 + 1/FPS, res)
     first = world.render(pose[None], [t0], res)[0][0]
     gen, gen_wrong = generate(first, actions, caps)[1:], generate(first, mirror_actions(actions), caps)[1:]
-    x = dict(psnr_gt=psnr(gen, gt), psnr_copy_first=psnr(np.repeat(first[None], len(gt), 0), gt), psnr_wrong_actions=psnr(gen_wrong, gt),
-             psnr_gen_vs_mirrored_gt=psnr(gen, wrong_gt), psnr_wrong_vs_mirrored_gt=psnr(gen_wrong, wrong_gt), psnr_gt_vs_mirrored_gt=psnr(gt, wrong_gt),
+    x = dict(psnr_gt=psnr(gen, gt), psnr_copy_first=psnr(np.repeat(first[None], len(gt), 0), gt),
+             psnr_wrong_actions=psnr(gen_wrong, gt), psnr_gen_vs_mirrored_gt=psnr(gen, wrong_gt),
+             psnr_wrong_vs_mirrored_gt=psnr(gen_wrong, wrong_gt), psnr_gt_vs_mirrored_gt=psnr(gt, wrong_gt),
              psnr_gen_vs_mirrored_gen=psnr(gen, gen_wrong), sharpness=sharpness(gen, gt))
-    return x | dict(commanded_right=x['psnr_gt'] > x['psnr_gen_vs_mirrored_gt'],              # each closer to its own true frames
+    # each closer to its own true frames
+    return x | dict(commanded_right=x['psnr_gt'] > x['psnr_gen_vs_mirrored_gt'],
                     mirrored_right=x['psnr_wrong_vs_mirrored_gt'] > x['psnr_wrong_actions'])
 
-def eval_control(generate, episodes, clip: int = 17, res: int = None, max_clips: int = 16, per_clip: bool = False,
-                 spread: bool = True) -> dict:
-    """Control metrics of `generate(first_frame uint8 (H, W, 3), actions (clip, 6), captions) -> frames uint8 (clip, H, W, 3)` on clips
-    from synthetic `episodes`; `turning` and `not_turning` give the accuracy and `psnr_gt` on the clips whose camera turns by
-    `TURNING` degrees or more (net pitch and yaw) and on the rest (moves, small or cancelling turns), `first_person` and
-    `third_person` on the clips seen mostly through the eyes or mostly from behind the character, `distinct_truths` and
-    `alike_truths` on the clips whose commanded and mirrored true frames score below `ALIKE_PSNR` dB PSNR against each other (they
-    differ clearly) and on the rest, where the judgement has little margin. `pairs` counts the clips whose two judgements are both
-    right, one right (both generated clips nearer the same truth) or neither. `per_clip` adds each clip's record: where it starts,
-    its net commands, its PSNRs (with `psnr_gt_vs_mirrored_gt`, the two truths against each other) and its two judgements. The first
-    `max_clips` clips are taken round the episodes (`spread`: each episode's first clip, then each one's second, and so on), or episode by episode."""
+def eval_control(generate, episodes, clip: int = 17, res: int = None, max_clips: int = 16,
+                 per_clip: bool = False, spread: bool = True) -> dict:
+    """Control metrics of
+    `generate(first_frame uint8 (H, W, 3), actions (clip, 6), captions) -> frames uint8 (clip, H, W, 3)` on
+    clips from synthetic `episodes`; `turning` and `not_turning` give the accuracy and `psnr_gt` on the clips
+    whose camera turns by `TURNING` degrees or more (net pitch and yaw) and on the rest (moves, small or
+    cancelling turns), `first_person` and `third_person` on the clips seen mostly through the eyes or mostly
+    from behind the character, `distinct_truths` and `alike_truths` on the clips whose commanded and mirrored
+    true frames score below `ALIKE_PSNR` dB PSNR against each other (they differ clearly) and on the rest,
+    where the judgement has little margin. `pairs` counts the clips whose two judgements are both right, one
+    right (both generated clips nearer the same truth) or neither. `per_clip` adds each clip's record: where
+    it starts, its net commands, its PSNRs (with `psnr_gt_vs_mirrored_gt`, the two truths against each other)
+    and its two judgements. The first `max_clips` clips are taken round the episodes (`spread`: each episode's
+    first clip, then each one's second, and so on), or episode by episode."""
     recs = []
     eps = [(p, ep) for p in episodes for ep in [read_episode(p)] if 'world' in ep.meta]
-    starts = [[s for s in range(0, len(ep) - clip + 1, clip)                  # skip clips with nothing commanded, or mid-jump
+    # skip clips with nothing commanded, or mid-jump
+    starts = [[s for s in range(0, len(ep) - clip + 1, clip)
                if np.any(ep.actions[s + 1:s + clip, :4]) and ep.poses[s][2] == 0] for _, ep in eps]
-    order = ([(i, ss[k]) for k in range(max(map(len, starts), default=0)) for i, ss in enumerate(starts) if k < len(ss)] if spread
-             else [(i, s) for i, ss in enumerate(starts) for s in ss])         # spread: each episode's k-th clip before any (k+1)-th
+    # spread: each episode's k-th clip before any (k+1)-th
+    order = ([(i, ss[k]) for k in range(max(map(len, starts), default=0)) for i, ss in enumerate(starts)
+              if k < len(ss)] if spread
+             else [(i, s) for i, ss in enumerate(starts) for s in ss])
     for i, s in order[:max_clips]:
         p, ep = eps[i]
-        w, acts, t0, r = ep.world, ep.actions[s:s + clip], s/ep.meta.get('fps', FPS), res or ep.frames.shape[1]
-        caps = dict(scene=ep.caption['scene'], character=ep.caption['character'] or '', event=event_at(ep.caption, t0))
-        net = acts[1:, :4].sum(0)                                  # degrees of pitch and yaw; frames forward−back, right−left
-        recs.append(dict(episode=Path(p).name, frame=s, person='third' if acts[1:, 4].mean() < 0.5 else 'first', pitch=float(net[0]),
-                         yaw=float(net[1]), forward=int(net[2]), lateral=int(net[3])) | judge_clip(generate, w, ep.poses[s], t0, acts, caps, r))
-    if not recs: raise ValueError(f"no clip of {clip} frames with commanded motion in {len(episodes)} episodes")
+        w, acts, t0, r = (ep.world, ep.actions[s:s + clip], s/ep.meta.get('fps', FPS),
+                          res or ep.frames.shape[1])
+        caps = dict(scene=ep.caption['scene'], character=ep.caption['character'] or '',
+                    event=event_at(ep.caption, t0))
+        # degrees of pitch and yaw; frames forward−back, right−left
+        net = acts[1:, :4].sum(0)
+        recs.append(dict(episode=Path(p).name, frame=s,
+                         person='third' if acts[1:, 4].mean() < 0.5 else 'first', pitch=float(net[0]),
+                         yaw=float(net[1]), forward=int(net[2]), lateral=int(net[3]))
+                    | judge_clip(generate, w, ep.poses[s], t0, acts, caps, r))
+    if not recs:
+        raise ValueError(f"no clip of {clip} frames with commanded motion in {len(episodes)} episodes")
     m = lambda k, rs=recs: round(float(np.mean([x[k] for x in rs])), 3)
-    acc = lambda rs: round(float(np.mean([x['commanded_right'] + x['mirrored_right'] for x in rs]))/2, 3)    # 2 judgements a clip
+    # 2 judgements a clip
+    acc = lambda rs: round(float(np.mean([x['commanded_right'] + x['mirrored_right'] for x in rs]))/2, 3)
     turning = lambda x: np.hypot(x['pitch'], x['yaw']) >= TURNING
     split = dict(turning=[x for x in recs if turning(x)], not_turning=[x for x in recs if not turning(x)],
-                 first_person=[x for x in recs if x['person'] == 'first'], third_person=[x for x in recs if x['person'] == 'third'],
+                 first_person=[x for x in recs if x['person'] == 'first'],
+                 third_person=[x for x in recs if x['person'] == 'third'],
                  distinct_truths=[x for x in recs if x['psnr_gt_vs_mirrored_gt'] < ALIKE_PSNR],
                  alike_truths=[x for x in recs if x['psnr_gt_vs_mirrored_gt'] >= ALIKE_PSNR])
-    rnd = lambda x: {k: round(v, 1 if k in ('pitch', 'yaw') else 3) if type(v) is float else v for k, v in x.items()}
-    right = [x['commanded_right'] + x['mirrored_right'] for x in recs]                      # judgements right per clip: 0, 1 or 2
+    rnd = lambda x: {k: round(v, 1 if k in ('pitch', 'yaw') else 3) if type(v) is float else v
+                     for k, v in x.items()}
+    # judgements right per clip: 0, 1 or 2
+    right = [x['commanded_right'] + x['mirrored_right'] for x in recs]
     pairs = dict(both_right=right.count(2), one_right=right.count(1), both_wrong=right.count(0))
-    return dict(psnr_gt=m('psnr_gt'), psnr_copy_first=m('psnr_copy_first'), psnr_wrong_actions=m('psnr_wrong_actions'), action_accuracy=acc(recs),
-                sharpness=m('sharpness'),
-                clips=len(recs), pairs=pairs, **{k: dict(action_accuracy=acc(rs), psnr_gt=m('psnr_gt', rs), clips=len(rs)) for k, rs in split.items() if rs},
+    return dict(psnr_gt=m('psnr_gt'), psnr_copy_first=m('psnr_copy_first'),
+                psnr_wrong_actions=m('psnr_wrong_actions'), action_accuracy=acc(recs),
+                sharpness=m('sharpness'), clips=len(recs), pairs=pairs,
+                **{k: dict(action_accuracy=acc(rs), psnr_gt=m('psnr_gt', rs), clips=len(rs))
+                   for k, rs in split.items() if rs},
                 **(dict(per_clip=[rnd(x) for x in recs]) if per_clip else {}))
 
 # %% ../nbs/05a_control_eval.ipynb #60c99c80
-MOTIONS = dict(yaw=(0, TURN_RATE, 0, 0), pitch=(2, 0, 0, 0), forward=(0, 0, 1, 0), lateral=(0, 0, 0, 1))   # one held key: (pitch, yaw, forward, lateral) per frame
+# one held key: (pitch, yaw, forward, lateral) per frame
+MOTIONS = dict(yaw=(0, TURN_RATE, 0, 0), pitch=(2, 0, 0, 0), forward=(0, 0, 1, 0), lateral=(0, 0, 0, 1))
 
-def eval_motions(generate, episodes, clip: int = 17, res: int = None, max_starts: int = 12, motions: dict = MOTIONS) -> dict:
-    """`eval_control`'s judgement on one held key at a time: from the start view (frame 0, in its perspective) of each of the first
-    `max_starts` synthetic `episodes`, each motion of `motions` held for the whole clip against its mirror image. Per motion: the
-    accuracy, `psnr_gt`, `psnr_gt_vs_mirrored_gt` (the two truths against each other: the judgement's margin),
-    `psnr_gen_vs_mirrored_gen` (the two generated clips against each other: how much the key changed them) and the clip count;
-    `action_accuracy` over all."""
+def eval_motions(generate, episodes, clip: int = 17, res: int = None, max_starts: int = 12,
+                 motions: dict = MOTIONS) -> dict:
+    """`eval_control`'s judgement on one held key at a time: from the start view (frame 0, in its perspective)
+    of each of the first `max_starts` synthetic `episodes`, each motion of `motions` held for the whole clip
+    against its mirror image. Per motion: the accuracy, `psnr_gt`, `psnr_gt_vs_mirrored_gt` (the two truths
+    against each other: the judgement's margin), `psnr_gen_vs_mirrored_gen` (the two generated clips against
+    each other: how much the key changed them) and the clip count; `action_accuracy` over all."""
     eps = [ep for p in episodes for ep in [read_episode(p)] if 'world' in ep.meta][:max_starts]
     if not eps: raise ValueError(f"no synthetic episode (with its world) among {len(episodes)} episodes")
     recs = {k: [] for k in motions}
     for ep in eps:
-        caps = dict(scene=ep.caption['scene'], character=ep.caption['character'] or '', event=event_at(ep.caption, 0.0))
+        caps = dict(scene=ep.caption['scene'], character=ep.caption['character'] or '',
+                    event=event_at(ep.caption, 0.0))
         for k, m in motions.items():
-            acts = np.zeros((clip, 6)); acts[:, 4] = ep.actions[0, 4]; acts[1:, :4] = m     # the stream's first frame stands still
-            recs[k].append(judge_clip(generate, ep.world, ep.poses[0], 0.0, acts, caps, res or ep.frames.shape[1]))
+            # the stream's first frame stands still
+            acts = np.zeros((clip, 6)); acts[:, 4] = ep.actions[0, 4]; acts[1:, :4] = m
+            recs[k].append(judge_clip(generate, ep.world, ep.poses[0], 0.0, acts, caps,
+                                      res or ep.frames.shape[1]))
     acc = lambda rs: round(float(np.mean([x['commanded_right'] + x['mirrored_right'] for x in rs]))/2, 3)
     m = lambda rs, key: round(float(np.mean([x[key] for x in rs])), 3)
     return dict(action_accuracy=acc(sum(recs.values(), [])), starts=len(eps),
-                **{k: dict(action_accuracy=acc(rs), psnr_gt=m(rs, 'psnr_gt'), psnr_gt_vs_mirrored_gt=m(rs, 'psnr_gt_vs_mirrored_gt'),
+                **{k: dict(action_accuracy=acc(rs), psnr_gt=m(rs, 'psnr_gt'),
+                           psnr_gt_vs_mirrored_gt=m(rs, 'psnr_gt_vs_mirrored_gt'),
                                 psnr_gen_vs_mirrored_gen=m(rs, 'psnr_gen_vs_mirrored_gen'), clips=len(rs))
                    for k, rs in recs.items()})
 
 # %% ../nbs/05a_control_eval.ipynb #e9a3d98b
 def script_psnr(generate, worlds: dict, actions, res: int, chunk: int = 8, from_chunk: int = 0) -> dict:
-    """`generate` (see `eval_control`) playing per-frame `actions` (T, 6), the first frame's first, from the first-person start
-    view of each of `worlds` ({name: World}) in one clip, against the world's true render: per world `psnr_by_chunk` (dB, each
-    `chunk` frames after the first) and their mean from chunk `from_chunk` on; over the worlds `psnr` and `sharpness`."""
+    """`generate` (see `eval_control`) playing per-frame `actions` (T, 6), the first frame's first, from the
+    first-person start view of each of `worlds` ({name: World}) in one clip, against the world's true render:
+    per world `psnr_by_chunk` (dB, each `chunk` frames after the first) and their mean from chunk `from_chunk`
+    on; over the worlds `psnr` and `sharpness`."""
     rows, gens, trues = {}, [], []
     for name, world in worlds.items():
         start = world.start_state(1).pose
         first = world.render(start[None], [0.0], res)[0][0]
-        true = np.concatenate([first[None], true_render(world, start, actions[1:], 1/FPS, res)])      # (T, res, res, 3)
+        # (T, res, res, 3)
+        true = np.concatenate([first[None], true_render(world, start, actions[1:], 1/FPS, res)])
         gen = generate(first, actions, dict(scene=world.scene.caption, character='', event='No event.'))
-        by = [psnr(gen[1 + i*chunk:1 + (i + 1)*chunk], true[1 + i*chunk:1 + (i + 1)*chunk]) for i in range((len(true) - 1)//chunk)]
-        if from_chunk >= len(by): raise ValueError(f"the clip has {len(by)} chunks of {chunk} frames: from_chunk must be below that")
-        rows[str(name)] = dict(psnr_by_chunk=[round(x, 2) for x in by], psnr=round(float(np.mean(by[from_chunk:])), 2))
+        by = [psnr(gen[1 + i*chunk:1 + (i + 1)*chunk], true[1 + i*chunk:1 + (i + 1)*chunk])
+              for i in range((len(true) - 1)//chunk)]
+        if from_chunk >= len(by):
+            raise ValueError(f"the clip has {len(by)} chunks of {chunk} frames: "
+                             "from_chunk must be below that")
+        rows[str(name)] = dict(psnr_by_chunk=[round(x, 2) for x in by],
+                               psnr=round(float(np.mean(by[from_chunk:])), 2))
         gens.append(gen[1 + from_chunk*chunk:]); trues.append(true[1 + from_chunk*chunk:])
     return dict(psnr=round(float(np.mean([r['psnr'] for r in rows.values()])), 2),
-                sharpness=sharpness(np.concatenate(gens), np.concatenate(trues)), chunk=chunk, from_chunk=from_chunk, worlds=rows)
+                sharpness=sharpness(np.concatenate(gens), np.concatenate(trues)), chunk=chunk,
+                from_chunk=from_chunk, worlds=rows)
 
 # %% ../nbs/05a_control_eval.ipynb #62198bac
-def model_generator(model, vae, steps: int = 30, cfg: float = 1.0, seed: int = 0, guide: str = 'caption', cfg_above: float = 0.0):
-    """A `generate(first_frame, actions, captions)` function from a trained `WorldModel` and `CausalVAE` (the many-step Euler sampler).
-    With `cfg` ≠ 1, classifier-free guidance of strength `cfg` against empty captions (`guide='caption'`), against standing still
-    (`guide='actions'`: `still_actions`, the captions kept) or against the opposite commands (`guide='mirror'`: `mirror_actions`,
-    the captions kept), on the sampler steps that start at σ ≥ `cfg_above` (0: all)."""
+def model_generator(model, vae, steps: int = 30, cfg: float = 1.0, seed: int = 0, guide: str = 'caption',
+                    cfg_above: float = 0.0):
+    """A `generate(first_frame, actions, captions)` function from a trained `WorldModel` and `CausalVAE`
+    (the many-step Euler sampler). With `cfg` ≠ 1, classifier-free guidance of strength `cfg` against empty
+    captions (`guide='caption'`), against standing still (`guide='actions'`: `still_actions`, the captions
+    kept) or against the opposite commands (`guide='mirror'`: `mirror_actions`, the captions kept), on the
+    sampler steps that start at σ ≥ `cfg_above` (0: all)."""
     from worldplay2.dit import EulerSampler
-    nulls = dict(caption=lambda a: a, actions=still_actions, mirror=mirror_actions)   # the unconditional branch's actions
+    # the unconditional branch's actions
+    nulls = dict(caption=lambda a: a, actions=still_actions, mirror=mirror_actions)
     if guide not in nulls: raise ValueError(f"unknown guide '{guide}'; known: {', '.join(nulls)}")
-    if not 0 <= cfg_above <= 1: raise ValueError(f"cfg_above must lie in [0, 1] (a noise level σ), got {cfg_above}")
+    if not 0 <= cfg_above <= 1:
+        raise ValueError(f"cfg_above must lie in [0, 1] (a noise level σ), got {cfg_above}")
     sampler = EulerSampler(steps=steps, shift=model.config.dit.shift, cfg=cfg, cfg_above=cfg_above)
     @torch.no_grad()
     def generate(first, actions, caps):
@@ -158,49 +202,60 @@ def model_generator(model, vae, steps: int = 30, cfg: float = 1.0, seed: int = 0
         known = torch.zeros(1, n, dtype=torch.bool); known[:, 0] = True
         a = torch.from_numpy(np.asarray(actions, np.float32))[None]
         acts = {True: a, False: nulls[guide](a)}
-        c = lambda cond: ([caps['scene'] if cond else ''], [caps['character'] if cond else ''], [caps['event'] if cond else ''])
+        c = lambda cond: ([caps['scene'] if cond else ''], [caps['character'] if cond else ''],
+                          [caps['event'] if cond else ''])
         ctx = {True: model.text(*c(True)), False: model.text(*c(guide != 'caption'))}
-        out = sampler(lambda zz, s, cond: model(zz, s, acts[cond], ctx=ctx[cond]), z, known, torch.Generator().manual_seed(seed))
-        check_finite(out, model)                                                 # a broken model is an error, not black frames scored
+        out = sampler(lambda zz, s, cond: model(zz, s, acts[cond], ctx=ctx[cond]), z, known,
+                      torch.Generator().manual_seed(seed))
+        # a broken model is an error, not black frames scored
+        check_finite(out, model)
         frames = check_finite(vae.decode(vae.denormalize(out))[0][0], vae)       # (T, 3, H, W)
         return tensor_to_frames(frames)
     return generate
 
 # %% ../nbs/05a_control_eval.ipynb #9ae78cb9
 def best_for_control(root=None) -> Path:
-    """The model under `root` (default: the package's shipped models) whose metrics.json records the highest `eval_control` action
-    accuracy: what `worldplay2 eval control` evaluates when given no checkpoint. The records must be alike to be ranked: each card's
-    `eval_control` comes from the command's defaults (the 16 sample clips, taken round the episodes); others go under other keys."""
+    """The model under `root` (default: the package's shipped models) whose metrics.json records the highest
+    `eval_control` action accuracy: what `worldplay2 eval control` evaluates when given no checkpoint. The
+    records must be alike to be ranked: each card's `eval_control` comes from the command's defaults (the 16
+    sample clips, taken round the episodes); others go under other keys."""
     from worldplay2.train import PRETRAINED_DIR
     root = Path(root or PRETRAINED_DIR)
     scored = []
     for p in (sorted(root.iterdir()) if root.is_dir() else []):
         if not (p/'config.json').exists() or not (p/'metrics.json').exists(): continue
-        acc = load_json(p/'metrics.json').get('eval_control', {}).get('action_accuracy')          # a corrupt card: an error naming it
+        # a corrupt card: an error naming it
+        acc = load_json(p/'metrics.json').get('eval_control', {}).get('action_accuracy')
         if acc is not None: scored.append((acc, p.name))
-    if not scored: raise ValueError(f"no model under {root} records an eval_control result: pass --checkpoint and --vae")
+    if not scored:
+        raise ValueError(f"no model under {root} records an eval_control result: pass --checkpoint and --vae")
     return root/max(scored)[1]
 
 # %% ../nbs/05a_control_eval.ipynb #053e4c2f
 from .dit import FlowMatching
 
 @torch.no_grad()
-def denoise_psnr(model, vae, frames, actions, caps: dict, sigmas=(0.1, 0.3, 0.5, 0.7, 0.9), seed: int = 0) -> dict:
-    """How well `model` recovers a stream's true latents from each noise level in `sigmas`: the clip's `frames` (uint8 (T, H, W, 3),
-    a stream's start, T = 1 + 4k) are encoded, the latents after the first (kept clean, as in sampling) noised to σ, and the model's
-    one-step clean estimate x̂0 = x_σ − σ·v decoded. Per σ: PSNR (dB, frames after the first) of the noisy latents decoded as they
-    are (`noisy`) and of the estimate (`estimate`), and the estimate's `sharpness` against the true frames; `vae`: the VAE's own
+def denoise_psnr(model, vae, frames, actions, caps: dict, sigmas=(0.1, 0.3, 0.5, 0.7, 0.9),
+                 seed: int = 0) -> dict:
+    """How well `model` recovers a stream's true latents from each noise level in `sigmas`: the clip's
+    `frames` (uint8 (T, H, W, 3), a stream's start, T = 1 + 4k) are encoded, the latents after the first
+    (kept clean, as in sampling) noised to σ, and the model's one-step clean estimate x̂0 = x_σ − σ·v decoded.
+    Per σ: PSNR (dB, frames after the first) of the noisy latents decoded as they are (`noisy`) and of the
+    estimate (`estimate`), and the estimate's `sharpness` against the true frames; `vae`: the VAE's own
     reconstruction, the ceiling."""
     frames = np.asarray(frames)
     z = vae.normalize(vae.encode(frames_to_tensor(frames)[None])[0])
     a = torch.from_numpy(np.asarray(actions, np.float32))[None]
     ctx = model.text([caps['scene']], [caps['character']], [caps['event']])
     dec = lambda zz: tensor_to_frames(vae.decode(vae.denormalize(zz))[0][0])[1:]
-    eps, out = torch.randn(z.shape, generator=torch.Generator().manual_seed(seed)), dict(vae=round(psnr(dec(z), frames[1:]), 2))
+    eps, out = (torch.randn(z.shape, generator=torch.Generator().manual_seed(seed)),
+                dict(vae=round(psnr(dec(z), frames[1:]), 2)))
     for s in sigmas:
         sig = torch.full(z.shape[:2], float(s)); sig[:, 0] = 0
-        xs = FlowMatching().noise(z, sig, eps)[0]                           # the schedule's x_σ (its shift plays no part here)
+        # the schedule's x_σ (its shift plays no part here)
+        xs = FlowMatching().noise(z, sig, eps)[0]
         est = check_finite(xs - sig[..., None, None, None]*model(xs, sig, a, ctx=ctx), model)
         d = dec(est)
-        out[f'sigma {s:g}'] = dict(noisy=round(psnr(dec(xs), frames[1:]), 2), estimate=round(psnr(d, frames[1:]), 2), sharpness=sharpness(d, frames[1:]))
+        out[f'sigma {s:g}'] = dict(noisy=round(psnr(dec(xs), frames[1:]), 2),
+                                   estimate=round(psnr(d, frames[1:]), 2), sharpness=sharpness(d, frames[1:]))
     return out

@@ -28,15 +28,20 @@ def check_caption(c, where='caption'):
     if not isinstance(c, dict): raise ValueError(f"{where}: expected a JSON object, got {type(c).__name__}")
     for k in CAPTION_FIELDS:
         if k not in c: raise ValueError(f"{where}: missing field '{k}'")
-    if not isinstance(c['scene'], str) or not c['scene'].strip(): raise ValueError(f"{where}: field 'scene' must be a non-empty string")
+    if not isinstance(c['scene'], str) or not c['scene'].strip():
+        raise ValueError(f"{where}: field 'scene' must be a non-empty string")
     for k in ('character', 'UI'):
-        if c[k] is not None and not isinstance(c[k], str): raise ValueError(f"{where}: field '{k}' must be a string or null")
-    if not isinstance(c['dynamic_interactions'], list): raise ValueError(f"{where}: field 'dynamic_interactions' must be a list")
+        if c[k] is not None and not isinstance(c[k], str):
+            raise ValueError(f"{where}: field '{k}' must be a string or null")
+    if not isinstance(c['dynamic_interactions'], list):
+        raise ValueError(f"{where}: field 'dynamic_interactions' must be a list")
     for i, w in enumerate(c['dynamic_interactions']):
         f = f"{where}: field 'dynamic_interactions[{i}]"
         if not isinstance(w, dict) or any(k not in w for k in ('start_time', 'end_time', 'event')):
             raise ValueError(f"{f}' needs keys start_time, end_time, event")
-        if not all(isinstance(w[k], (int, float)) and math.isfinite(w[k]) for k in ('start_time', 'end_time')) or w['end_time'] < w['start_time']:
+        if (not all(isinstance(w[k], (int, float)) and math.isfinite(w[k])
+                    for k in ('start_time', 'end_time'))
+                or w['end_time'] < w['start_time']):
             raise ValueError(f"{f}.end_time' must be a number >= start_time")
         if not isinstance(w['event'], str): raise ValueError(f"{f}.event' must be a string")
     return c
@@ -49,7 +54,8 @@ def _as_created(path, mode):
     "Give a temporary file (0600) or folder (0700) the permissions a plain `open`/`mkdir` would have."
     os.chmod(path, mode & ~_umask())
 
-MARK = 'worldplay2.json'          # in every folder the project writes: what wrote it and, once complete, its files' checksums
+# in every folder the project writes: what wrote it and, once complete, its files' checksums
+MARK = 'worldplay2.json'
 
 def _sha1(path) -> str:
     h = hashlib.sha1()
@@ -58,44 +64,52 @@ def _sha1(path) -> str:
     return h.hexdigest()
 
 def _write_mark(folder, files=None):
-    "Mark `folder` as the project's; `files`: the names of its finished files, recorded with their sizes and checksums."
+    """Mark `folder` as the project's; `files`: the names of its finished files, recorded with their sizes and
+    checksums."""
     folder, rec = Path(folder), dict(written_by='worldplay2', format=FORMAT_VERSION)
-    if files is not None: rec['files'] = {n: dict(bytes=(folder/n).stat().st_size, sha1=_sha1(folder/n)) for n in sorted(files)}
+    if files is not None:
+        rec['files'] = {n: dict(bytes=(folder/n).stat().st_size, sha1=_sha1(folder/n)) for n in sorted(files)}
     (folder/MARK).write_text(json.dumps(rec, indent=1))
 
 def read_mark(folder):
-    "The marker of a folder the project wrote (a dict), or None where there is none; a marker that does not parse is a ValueError."
+    """The marker of a folder the project wrote (a dict), or None where there is none; a marker that does not
+    parse is a ValueError."""
     f = Path(folder)/MARK
     if not f.is_file(): return None
     try: m = json.loads(f.read_text())
     except (OSError, ValueError) as e: raise ValueError(f"{f}: unreadable marker ({e})") from None
-    if not isinstance(m, dict) or m.get('written_by') != 'worldplay2': raise ValueError(f"{f}: not a worldplay2 marker")
+    if not isinstance(m, dict) or m.get('written_by') != 'worldplay2':
+        raise ValueError(f"{f}: not a worldplay2 marker")
     return m
 
 def check_mark(folder, m: dict = None) -> str:
-    """What is wrong with a marked folder: '' when every file its marker lists is there with its size and checksum. `m`: its marker,
-    when the caller has read it already."""
+    """What is wrong with a marked folder: '' when every file its marker lists is there with its size and
+    checksum. `m`: its marker, when the caller has read it already."""
     m, folder = read_mark(folder) if m is None else m, Path(folder)
     if m is None: return f"no {MARK}"
     if not isinstance(m.get('files'), dict): return "an unfinished write"
     for n, r in m['files'].items():
         f = folder/n
         if not f.is_file(): return f"{n} is missing"
-        if f.stat().st_size != r.get('bytes'): return f"{n} has {f.stat().st_size} bytes, not {r.get('bytes')}"
+        if f.stat().st_size != r.get('bytes'):
+            return f"{n} has {f.stat().st_size} bytes, not {r.get('bytes')}"
         if _sha1(f) != r.get('sha1'): return f"{n} does not match its checksum"
     return ''
 
 def _remove_marked(d: Path):
-    "Delete a folder the project wrote, its marker last: a kill midway leaves it still marked, to be cleared next time."
+    """Delete a folder the project wrote, its marker last: a kill midway leaves it still marked, to be cleared
+    next time."""
     for p in d.iterdir():
         if p.name != MARK: shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
     (d/MARK).unlink(missing_ok=True); d.rmdir()
 
 def atomic_dir(final: Path, fill, overwrite=False, mark=False):
     """Create folder `final` atomically: `fill(tmp)` writes into a temporary sibling that is then renamed.
-    `mark`: the temporary folder carries the project's marker from the start, and the finished one its files' checksums."""
+    `mark`: the temporary folder carries the project's marker from the start, and the finished one its files'
+    checksums."""
     final = Path(final)
-    if final.exists() and not overwrite: raise FileExistsError(f"{final} exists; pass overwrite=True to replace it")
+    if final.exists() and not overwrite:
+        raise FileExistsError(f"{final} exists; pass overwrite=True to replace it")
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=final.name + '.tmp-', dir=final.parent))
     try:
@@ -103,7 +117,8 @@ def atomic_dir(final: Path, fill, overwrite=False, mark=False):
         fill(tmp)
         if mark: _write_mark(tmp, [p.name for p in tmp.iterdir() if p.is_file() and p.name != MARK])
         _as_created(tmp, 0o777)
-        if final.exists():                                   # replace: move the old one aside, swap, then delete it
+        # replace: move the old one aside, swap, then delete it
+        if final.exists():
             old = Path(tempfile.mkdtemp(prefix=final.name + '.tmp-old-', dir=final.parent)); os.rmdir(old)
             os.replace(final, old); os.replace(tmp, final)
             _remove_marked(old) if (old/MARK).is_file() else shutil.rmtree(old)
@@ -125,15 +140,19 @@ def write_json_atomic(path, obj):
 
 # %% ../nbs/01_data.ipynb #ed156683
 def claim_outputs(folder, names, flag: str = '--out', legacy: dict = None) -> Path:
-    """Check before any work that a command may write the entries `names` (files or folders) into `folder`: each is absent, or was
-    written by worldplay2 (listed in the folder's marker by `own_outputs`), or `legacy[name](path)` recognises it as what an earlier
-    version wrote. Anything else is a ValueError naming every such entry; nothing is written."""
+    """Check before any work that a command may write the entries `names` (files or folders) into `folder`:
+    each is absent, or was written by worldplay2 (listed in the folder's marker by `own_outputs`), or
+    `legacy[name](path)` recognises it as what an earlier version wrote. Anything else is a ValueError naming
+    every such entry; nothing is written."""
     folder = Path(folder)
-    if folder.exists() and not folder.is_dir(): raise ValueError(f"{flag} {folder} is a file: give the folder to write into")
-    if MARK in names: raise ValueError(f"{flag}: {MARK} is the name of worldplay2's own marker; choose another name")
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"{flag} {folder} is a file: give the folder to write into")
+    if MARK in names:
+        raise ValueError(f"{flag}: {MARK} is the name of worldplay2's own marker; choose another name")
     if not folder.exists(): return folder
     try: m = read_mark(folder) or {}
-    except ValueError as e: raise ValueError(f"{flag} {folder}: {e}; move it away or give another folder") from None
+    except ValueError as e:
+        raise ValueError(f"{flag} {folder}: {e}; move it away or give another folder") from None
     ours, legacy = set(m.get('outputs', [])), legacy or {}
     def foreign(n):
         p = folder/n
@@ -157,7 +176,8 @@ def write_bytes_atomic(path, data: bytes):
         raise
 
 def own_outputs(folder, names) -> Path:
-    "Record in `folder`'s marker (made, with the folder, when missing) that worldplay2 writes the entries `names` there."
+    """Record in `folder`'s marker (made, with the folder, when missing) that worldplay2 writes the entries
+    `names` there."""
     folder = Path(folder); folder.mkdir(parents=True, exist_ok=True)
     m = read_mark(folder) or dict(written_by='worldplay2', format=FORMAT_VERSION)
     if not set(names) <= set(m.get('outputs', [])):
@@ -167,25 +187,31 @@ def own_outputs(folder, names) -> Path:
 
 # %% ../nbs/01_data.ipynb #a79365f0
 def _check_frames(frames, where):
-    "Frames to write: uint8 (T, H, W, 3), as they are stored; anything else is a ValueError (never a silent cast)."
+    """Frames to write: uint8 (T, H, W, 3), as they are stored; anything else is a ValueError
+    (never a silent cast)."""
     frames = np.asarray(frames)
     if frames.dtype != np.uint8: raise ValueError(f"{where}: frames must be uint8, got {frames.dtype}")
-    if frames.ndim != 4 or frames.shape[-1] != 3: raise ValueError(f"{where}: frames must be (T, H, W, 3), got {frames.shape}")
+    if frames.ndim != 4 or frames.shape[-1] != 3:
+        raise ValueError(f"{where}: frames must be (T, H, W, 3), got {frames.shape}")
     return frames
 
 def write_episode(ep: Episode, path, overwrite=False) -> Path:
-    "Write `ep` to the folder `path` atomically (frames.npz, track.npz, caption.json, meta.json and the marker)."
+    """Write `ep` to the folder `path` atomically (frames.npz, track.npz, caption.json, meta.json and the
+    marker)."""
     check_caption(ep.caption, f"{path}: caption")
     check_actions(ep.actions, f"{path}: actions")
     frames = _check_frames(ep.frames, path)
-    if len(frames) != len(ep.actions): raise ValueError(f"{path}: {len(frames)} frames but {len(ep.actions)} actions")
+    if len(frames) != len(ep.actions):
+        raise ValueError(f"{path}: {len(frames)} frames but {len(ep.actions)} actions")
     def fill(tmp):
         arrays = dict(frames=np.ascontiguousarray(frames))
         if ep.depth is not None: arrays['depth'] = ep.depth.astype(np.float16)
         np.savez_compressed(tmp/'frames.npz', **arrays)
-        np.savez_compressed(tmp/'track.npz', actions=ep.actions.astype(np.float32), poses=ep.poses, cameras=ep.cameras, state=ep.state)
+        np.savez_compressed(tmp/'track.npz', actions=ep.actions.astype(np.float32), poses=ep.poses,
+                            cameras=ep.cameras, state=ep.state)
         (tmp/'caption.json').write_text(json.dumps(ep.caption, indent=1))
-        (tmp/'meta.json').write_text(json.dumps(dict(ep.meta, format=FORMAT_VERSION, n_frames=len(ep)), indent=1))
+        (tmp/'meta.json').write_text(json.dumps(dict(ep.meta, format=FORMAT_VERSION,
+                                                     n_frames=len(ep)), indent=1))
     return atomic_dir(path, fill, overwrite, mark=True)
 
 # %% ../nbs/01_data.ipynb #188bea89
@@ -211,13 +237,15 @@ def write_recorded(frames, actions, caption, path, fps: int = FPS, overwrite=Fal
     "Write a recorded-video episode: video.mp4, actions.csv, caption.json, meta.json and the marker."
     frames, actions = _check_frames(frames, path), check_actions(actions, f"{path}: actions")
     check_caption(caption, f"{path}: caption")
-    if len(frames) != len(actions): raise ValueError(f"{path}: {len(frames)} frames but {len(actions)} actions")
+    if len(frames) != len(actions):
+        raise ValueError(f"{path}: {len(frames)} frames but {len(actions)} actions")
     def fill(tmp):
         write_mp4(frames, tmp/'video.mp4', fps)
         with open(tmp/'actions.csv', 'w', newline='') as f:
             cw = csv.writer(f); cw.writerow(ACTION_FIELDS); cw.writerows(actions.tolist())
         (tmp/'caption.json').write_text(json.dumps(caption, indent=1))
-        (tmp/'meta.json').write_text(json.dumps(dict(format=FORMAT_VERSION, kind='recorded', fps=fps, res=frames.shape[1], n_frames=len(frames)), indent=1))
+        (tmp/'meta.json').write_text(json.dumps(dict(format=FORMAT_VERSION, kind='recorded', fps=fps,
+                                                     res=frames.shape[1], n_frames=len(frames)), indent=1))
     return atomic_dir(path, fill, overwrite, mark=True)
 
 # %% ../nbs/01_data.ipynb #a5863db5
@@ -226,20 +254,23 @@ def _load_npz(path, keys):
     try:
         with np.load(path) as z: return {k: z[k] for k in keys if k in z.files} | {'_files': z.files}
     except FileNotFoundError: raise ValueError(f"{path}: missing")
-    except (zipfile.BadZipFile, EOFError, OSError, ValueError, zlib.error) as e: raise ValueError(f"{path}: corrupt or truncated ({e})") from None
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError, zlib.error) as e:
+        raise ValueError(f"{path}: corrupt or truncated ({e})") from None
 
 def load_json(path):
     "Read a JSON file; a missing or malformed file is a ValueError that names it."
     try: return json.loads(Path(path).read_text())
     except FileNotFoundError: raise ValueError(f"{path}: missing")
-    except (json.JSONDecodeError, UnicodeDecodeError) as e: raise ValueError(f"{path}: not valid JSON ({e})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: not valid JSON ({e})") from None
 
 def _read_csv_actions(path):
     "Actions from a CSV whose header names the six action fields."
     try:
         with open(path, newline='') as f: rows = list(csv.reader(f))
     except FileNotFoundError: raise ValueError(f"{path}: missing")
-    if not rows or [h.strip() for h in rows[0]] != list(ACTION_FIELDS): raise ValueError(f"{path}: header must be {','.join(ACTION_FIELDS)}")
+    if not rows or [h.strip() for h in rows[0]] != list(ACTION_FIELDS):
+        raise ValueError(f"{path}: header must be {','.join(ACTION_FIELDS)}")
     try: a = np.array([[float(v) for v in r] for r in rows[1:]])
     except ValueError as e: raise ValueError(f"{path}: {e}") from None
     return check_actions(a.reshape(-1, 6) if a.size else a.reshape(0, 6), str(path))
@@ -253,13 +284,15 @@ def _read_video(path):
         meta = next(gen)
         W, H = meta['size']
         frames = [np.frombuffer(b, np.uint8).reshape(H, W, 3) for b in gen]
-    except (RuntimeError, OSError, StopIteration, ValueError) as e: raise ValueError(f"{path}: unreadable video ({e})") from None
+    except (RuntimeError, OSError, StopIteration, ValueError) as e:
+        raise ValueError(f"{path}: unreadable video ({e})") from None
     if not frames: raise ValueError(f"{path}: no frames")
     return np.stack(frames)
 
 def read_episode(path, depth: bool = False) -> Episode:
-    """Read an episode folder (synthetic npz layout or recorded mp4 layout). The files are checked, not trusted: frames uint8
-    (T, H, W, 3) with T as meta.json says, actions (T, 6) and valid, poses, cameras and state one row per frame."""
+    """Read an episode folder (synthetic npz layout or recorded mp4 layout). The files are checked, not
+    trusted: frames uint8 (T, H, W, 3) with T as meta.json says, actions (T, 6) and valid, poses, cameras and
+    state one row per frame."""
     path = Path(path)
     if not path.is_dir(): raise ValueError(f"{path}: not an episode folder")
     caption = check_caption(load_json(path/'caption.json'), str(path/'caption.json'))
@@ -271,33 +304,42 @@ def read_episode(path, depth: bool = False) -> Episode:
         for k in ('actions', 'poses', 'cameras', 'state'):
             if k not in tr: raise ValueError(f"{path/'track.npz'}: missing array '{k}'")
         if 'frames' not in fr: raise ValueError(f"{path/'frames.npz'}: missing array 'frames'")
-        frames, actions, src = _check_frames(fr['frames'], path/'frames.npz'), check_actions(tr['actions'], str(path/'track.npz')), 'frames.npz'
+        frames, actions, src = (_check_frames(fr['frames'], path/'frames.npz'),
+                                check_actions(tr['actions'], str(path/'track.npz')), 'frames.npz')
         poses, cameras, state, dep = tr['poses'], tr['cameras'], tr['state'], fr.get('depth')
     elif (path/'video.mp4').exists():
-        frames, actions, src = _read_video(path/'video.mp4'), _read_csv_actions(path/'actions.csv'), 'video.mp4'
+        frames, actions, src = (_read_video(path/'video.mp4'), _read_csv_actions(path/'actions.csv'),
+                                'video.mp4')
         T = len(actions)
-        poses, cameras, state, dep = np.full((T, 6), np.nan), np.full((T, 5), np.nan), np.full((T, 5), np.nan, np.float32), None
+        poses, cameras, state, dep = (np.full((T, 6), np.nan), np.full((T, 5), np.nan),
+                                      np.full((T, 5), np.nan, np.float32), None)
     else: raise ValueError(f"{path}: has neither frames.npz nor video.mp4")
     T, n = len(frames), meta.get('n_frames')
     if n is not None and n != T: raise ValueError(f"{path}: meta.json says {n} frames but {src} holds {T}")
-    if 'res' in meta and frames.shape[1] != meta['res']: raise ValueError(f"{path}: meta.json says res {meta['res']} but {src} holds {frames.shape[1]}x{frames.shape[2]} frames")
+    if 'res' in meta and frames.shape[1] != meta['res']:
+        raise ValueError(f"{path}: meta.json says res {meta['res']} but {src} holds "
+                         f"{frames.shape[1]}x{frames.shape[2]} frames")
     if len(actions) != T: raise ValueError(f"{path}: {T} frames but {len(actions)} actions")
     for k, a, w in (('poses', poses, 6), ('cameras', cameras, 5), ('state', state, 5)):
         if a.shape != (T, w): raise ValueError(f"{path/'track.npz'}: {k} must be ({T}, {w}), got {a.shape}")
-    if dep is not None and dep.shape != frames.shape[:3]: raise ValueError(f"{path/'frames.npz'}: depth must be {frames.shape[:3]}, got {dep.shape}")
+    if dep is not None and dep.shape != frames.shape[:3]:
+        raise ValueError(f"{path/'frames.npz'}: depth must be {frames.shape[:3]}, got {dep.shape}")
     return Episode(frames, actions.astype(np.float32), poses, cameras, state, caption, meta, dep)
 
 # %% ../nbs/01_data.ipynb #0df9248f
 def episode_seed(seed: int, kind: str, index: int) -> int:
     "The seed of episode `index` of `kind` in a dataset generated with `seed`."
-    return int(np.random.SeedSequence([seed, EPISODE_KINDS.index(kind), index]).generate_state(1)[0] & 0x7FFFFFFF)
+    return int(np.random.SeedSequence([seed, EPISODE_KINDS.index(kind), index]).generate_state(1)[0]
+               & 0x7FFFFFFF)
 
 TWIN = '-mirrored'   # the name suffix of an episode's mirrored twin (`make_episode(mirrored=True)`)
 
-def episode_name(kind, seed, index, mirrored: bool = False): return f"{kind}-{seed}-{index:05d}" + (TWIN if mirrored else '')
+def episode_name(kind, seed, index, mirrored: bool = False):
+    return f"{kind}-{seed}-{index:05d}" + (TWIN if mirrored else '')
 
 def _make_one(job):
-    "Worker: generate and write one episode (replacing a damaged one of ours when `overwrite`); returns its folder name."
+    """Worker: generate and write one episode (replacing a damaged one of ours when `overwrite`); returns its
+    folder name."""
     out, kind, seed, i, seconds, res, depth, mirrored, overwrite = job
     ep = make_episode(kind, episode_seed(seed, kind, i), seconds, res, depth, mirrored=mirrored)
     ep.meta['dataset'] = dict(seed=seed, index=i)
@@ -305,21 +347,26 @@ def _make_one(job):
     return episode_name(kind, seed, i, mirrored)
 
 # %% ../nbs/01_data.ipynb #4363f7a4
-GEN_FIELDS = ('kind', 'seed', 'seconds', 'res', 'depth', 'twins', 'format')   # what a series of episodes is, as dataset.json records it
-_TMP_NAME = re.compile(r'.+\.tmp-(old-)?[a-z0-9_]{8}')                        # the names `atomic_dir` gives its temporary folders
+# what a series of episodes is, as dataset.json records it
+GEN_FIELDS = ('kind', 'seed', 'seconds', 'res', 'depth', 'twins', 'format')
+# the names `atomic_dir` gives its temporary folders
+_TMP_NAME = re.compile(r'.+\.tmp-(old-)?[a-z0-9_]{8}')
 _EP_TMP_NAME = re.compile(rf"({'|'.join(EPISODE_KINDS)})-\d+-\d{{5}}({TWIN})?\.tmp-(old-)?[a-z0-9_]{{8}}")
 
 def read_dataset(out) -> dict:
-    "The `dataset.json` of folder `out` ({} where there is none); one that worldplay2 did not write is a ValueError naming it."
+    """The `dataset.json` of folder `out` ({} where there is none); one that worldplay2 did not write is a
+    ValueError naming it."""
     f = Path(out)/'dataset.json'
     if not f.exists(): return {}
     d = load_json(f)
-    if not (isinstance(d, dict) and 'format' in d and isinstance(d.get('episodes'), list) and isinstance(d.get('generated', {}), dict)):
+    if not (isinstance(d, dict) and 'format' in d and isinstance(d.get('episodes'), list)
+            and isinstance(d.get('generated', {}), dict)):
         raise ValueError(f"{f}: not a worldplay2 dataset index; generate into another folder")
     return d
 
 def _folder_res(out, gen: dict, series: str) -> dict:
-    "The frame side of each other series in the folder: from dataset.json, else (a folder older versions wrote) one episode's meta.json."
+    """The frame side of each other series in the folder: from dataset.json, else
+    (a folder older versions wrote) one episode's meta.json."""
     if gen: return {s: g.get('res') for s, g in gen.items() if s != series}
     if not Path(out).is_dir(): return {}
     for p in list_episodes(out):
@@ -329,83 +376,109 @@ def _folder_res(out, gen: dict, series: str) -> dict:
     return {}
 
 def _check_params(out, ds: dict, params: dict):
-    "Refuse a run that asks other parameters than its `kind-seed` series was generated with, or another frame side than the folder's."
+    """Refuse a run that asks other parameters than its `kind-seed` series was generated with, or another
+    frame side than the folder's."""
     series, gen = f"{params['kind']}-{params['seed']}", ds.get('generated', {})
     was = gen.get(series)
     if was is not None and (diff := [k for k in GEN_FIELDS if was.get(k) != params[k]]):
-        raise ValueError(f"{out}: {series} was generated with {', '.join(f'{k} {was.get(k)}' for k in diff)}; this run asks "
-                         f"{', '.join(f'{k} {params[k]}' for k in diff)}. Rerun with the same parameters to resume, or generate into another folder")
+        raise ValueError(f"{out}: {series} was generated with "
+                         f"{', '.join(f'{k} {was.get(k)}' for k in diff)}; "
+                         f"this run asks {', '.join(f'{k} {params[k]}' for k in diff)}. Rerun with the same "
+                         "parameters to resume, or generate into another folder")
     for s, r in (_folder_res(out, gen, series) if was is None else {}).items():
         if r != params['res']:
             raise ValueError(f"{out}: {s} was generated with res {r}; this run asks res {params['res']}. "
-                             f"One folder holds one frame size (training reads them together): generate into another folder")
+                             "One folder holds one frame size (training reads them together): "
+                             "generate into another folder")
 
 def _episode_status(d: Path) -> str:
-    """'missing', 'done' or 'damaged' (ours, to write again) for an episode folder that a run would write; a folder that worldplay2
-    did not write is a ValueError naming it. Folders older versions wrote have no marker: a valid meta.json makes them 'done'."""
+    """'missing', 'done' or 'damaged' (ours, to write again) for an episode folder that a run would write; a
+    folder that worldplay2 did not write is a ValueError naming it. Folders older versions wrote have no
+    marker: a valid meta.json makes them 'done'."""
     if not d.exists() and not d.is_symlink(): return 'missing'
-    if not d.is_dir(): raise ValueError(f"{d} is in the way: not a folder, and worldplay2 did not write it; move it away or generate into another folder")
+    if not d.is_dir():
+        raise ValueError(f"{d} is in the way: not a folder, and worldplay2 did not write it; "
+                         "move it away or generate into another folder")
     m = read_mark(d)
     if m is None:
         try: meta = json.loads((d/'meta.json').read_text())
         except (OSError, ValueError): meta = None
         if isinstance(meta, dict) and 'format' in meta and 'n_frames' in meta: return 'done'
-        raise ValueError(f"{d} is in the way: worldplay2 did not write it (no {MARK}, no valid meta.json); move it away or generate into another folder")
+        raise ValueError(f"{d} is in the way: worldplay2 did not write it (no {MARK}, no valid meta.json); "
+                         "move it away or generate into another folder")
     problem = check_mark(d, m)
     if not problem: return 'done'
     listed = m.get('files') if isinstance(m.get('files'), dict) else {}
     extra = sorted(p.name for p in d.iterdir() if p.name != MARK and p.name not in listed)
-    if extra: raise ValueError(f"{d} needs writing again ({problem}) but holds {extra[0]}, which worldplay2 did not write; move it away")
-    if d.is_symlink(): raise ValueError(f"{d} needs writing again ({problem}) but is a link; replace it by hand")
+    if extra:
+        raise ValueError(f"{d} needs writing again ({problem}) but holds {extra[0]}, "
+                         "which worldplay2 did not write; move it away")
+    if d.is_symlink():
+        raise ValueError(f"{d} needs writing again ({problem}) but is a link; replace it by hand")
     return 'damaged'
 
 def _clear_leftovers(out: Path):
-    "Delete what killed writes left: temporary folders that carry the marker (or empty ones under an episode's temporary name), nothing else."
+    """Delete what killed writes left: temporary folders that carry the marker (or empty ones under an
+    episode's temporary name), nothing else."""
     for junk in out.glob('*.tmp-*'):
         if junk.is_symlink() or not junk.is_dir() or not _TMP_NAME.fullmatch(junk.name): continue
         if (junk/MARK).is_file(): _remove_marked(junk)
-        elif _EP_TMP_NAME.fullmatch(junk.name) and not any(junk.iterdir()): junk.rmdir()   # killed before its marker was written
+        # killed before its marker was written
+        elif _EP_TMP_NAME.fullmatch(junk.name) and not any(junk.iterdir()): junk.rmdir()
 
-def generate(out, episodes: int, kind: str = 'navigation', seconds: float = 10.0, res: int = 64, seed: int = 0,
-             workers: int = 1, depth: bool = False, progress: bool = True, twins: bool = False) -> list:
-    """Generate `episodes` episodes of `kind` into `out` with `workers` processes; skips finished ones. Returns the episode folders.
-    `twins`: each episode also with its mirrored twin (`NAME-mirrored`: the same first frame, then the opposite commands).
-    Before any work it refuses (ValueError) a folder in the way that worldplay2 did not write, and parameters other than those the
-    folder's `kind-seed` series was generated with (or another res than the folder's); a finished episode whose files no longer
-    match its marker's checksums is written again."""
+def generate(out, episodes: int, kind: str = 'navigation', seconds: float = 10.0, res: int = 64,
+             seed: int = 0, workers: int = 1, depth: bool = False, progress: bool = True,
+             twins: bool = False) -> list:
+    """Generate `episodes` episodes of `kind` into `out` with `workers` processes; skips finished ones.
+    Returns the episode folders. `twins`: each episode also with its mirrored twin (`NAME-mirrored`: the same
+    first frame, then the opposite commands). Before any work it refuses (ValueError) a folder in the way that
+    worldplay2 did not write, and parameters other than those the folder's `kind-seed` series was generated
+    with (or another res than the folder's); a finished episode whose files no longer match its marker's
+    checksums is written again."""
     from tqdm.auto import tqdm
     if kind not in EPISODE_KINDS: raise ValueError(f"unknown kind '{kind}'; known: {EPISODE_KINDS}")
     if episodes < 1 or workers < 1 or not seconds > 0 or res < 8:
-        raise ValueError(f"need episodes >= 1, workers >= 1, seconds > 0, res >= 8; got {episodes}, {workers}, {seconds}, {res}")
+        raise ValueError(f"need episodes >= 1, workers >= 1, seconds > 0, res >= 8; got {episodes}, "
+                         f"{workers}, {seconds}, {res}")
     out = Path(out)
     if out.exists() and not out.is_dir(): raise ValueError(f"{out}: not a folder")
     ds = read_dataset(out)
-    params = dict(kind=kind, seed=seed, seconds=seconds, res=res, depth=depth, twins=twins, format=FORMAT_VERSION)
+    params = dict(kind=kind, seed=seed, seconds=seconds, res=res, depth=depth, twins=twins,
+                  format=FORMAT_VERSION)
     _check_params(out, ds, params)
-    jobs = [(str(out), kind, seed, i, seconds, res, depth, m) for i in range(episodes) for m in ((False, True) if twins else (False,))]
+    jobs = [(str(out), kind, seed, i, seconds, res, depth, m) for i in range(episodes)
+            for m in ((False, True) if twins else (False,))]
     names = [episode_name(*j[1:4], j[-1]) for j in jobs]
-    status = [_episode_status(out/n) for n in names]                 # everything checked before anything is written or deleted
+    # everything checked before anything is written or deleted
+    status = [_episode_status(out/n) for n in names]
     out.mkdir(parents=True, exist_ok=True)
     _clear_leftovers(out)
     gen = dict(ds.get('generated', {}))
-    if gen.get(f"{kind}-{seed}") != params:                            # record the parameters first: a resumed run is held to them
+    # record the parameters first: a resumed run is held to them
+    if gen.get(f"{kind}-{seed}") != params:
         gen[f"{kind}-{seed}"] = params
-        write_json_atomic(out/'dataset.json', dict(ds, format=FORMAT_VERSION, episodes=sorted(p.name for p in list_episodes(out)), generated=gen))
+        write_json_atomic(out/'dataset.json',
+                          dict(ds, format=FORMAT_VERSION, episodes=sorted(p.name for p in list_episodes(out)),
+                               generated=gen))
     todo = [j + (s == 'damaged',) for j, s in zip(jobs, status) if s != 'done']
     bar = tqdm(total=len(jobs), initial=len(jobs) - len(todo), desc=f"{kind} episodes", disable=not progress)
     if workers == 1 or len(todo) <= 1:
         for job in todo: _make_one(job); bar.update()
     else:
         import multiprocessing as mp
-        with mp.get_context('fork').Pool(workers) as pool:       # workers use numpy only; fork starts them fast
+        # workers use numpy only; fork starts them fast
+        with mp.get_context('fork').Pool(workers) as pool:
             for _ in pool.imap_unordered(_make_one, todo): bar.update()
     bar.close()
-    write_json_atomic(out/'dataset.json', dict(ds, format=FORMAT_VERSION, episodes=sorted(p.name for p in list_episodes(out)), generated=gen))
+    write_json_atomic(out/'dataset.json',
+                      dict(ds, format=FORMAT_VERSION, episodes=sorted(p.name for p in list_episodes(out)),
+                           generated=gen))
     return [out/n for n in names]
 
 def list_episodes(root) -> list:
     "Episode folders under `root` (those with a caption.json), sorted by name."
-    return sorted(p for p in Path(root).iterdir() if p.is_dir() and '.tmp-' not in p.name and (p/'caption.json').exists())
+    return sorted(p for p in Path(root).iterdir() if p.is_dir() and '.tmp-' not in p.name
+                  and (p/'caption.json').exists())
 
 # %% ../nbs/01_data.ipynb #56868551
 def samples_dir() -> Path:
@@ -419,23 +492,27 @@ def samples_dir() -> Path:
 def make_samples(out=None, seconds: float = 6.0, res: int = 64, per_kind: int = 2):
     "Regenerate the shipped samples: `per_kind` episodes of each kind and one recorded-video example."
     out = Path(out or samples_dir())
-    for kind in ('navigation', 'loop', 'event'): generate(out, per_kind, kind, seconds, res, seed=0, progress=False)
+    for kind in ('navigation', 'loop', 'event'):
+        generate(out, per_kind, kind, seconds, res, seed=0, progress=False)
     if not (out/'recorded-example'/'caption.json').exists():
         ep = read_episode(out/episode_name('event', 0, 0))
         write_recorded(ep.frames, ep.actions, ep.caption, out/'recorded-example')
-    write_json_atomic(out/'dataset.json', dict(read_dataset(out), format=FORMAT_VERSION, episodes=[p.name for p in list_episodes(out)]))
+    write_json_atomic(out/'dataset.json', dict(read_dataset(out), format=FORMAT_VERSION,
+                                               episodes=[p.name for p in list_episodes(out)]))
     return out
 
 # %% ../nbs/01_data.ipynb #4ad2efc7
-def _split_hash(name: str) -> float: return zlib.crc32(name.removesuffix(TWIN).encode())/2**32   # a twin hashes as its original
+# a twin hashes as its original
+def _split_hash(name: str) -> float: return zlib.crc32(name.removesuffix(TWIN).encode())/2**32
 
 def split_of(name: str, val_fraction: float = 0.1) -> str:
-    "'val' or 'train' for an episode name: a stable hash, independent of the other episodes; a mirrored twin goes with its original."
+    """'val' or 'train' for an episode name: a stable hash, independent of the other episodes; a mirrored twin
+    goes with its original."""
     return 'val' if _split_hash(name) < val_fraction else 'train'
 
 def split_episodes(paths, val_fraction: float = 0.1):
-    """Split episode folders into (train, val) by name hash; with two or more episodes, val is never empty: then it takes the
-    lowest-hashing episode with its twin (the episode alone if the two are all there is)."""
+    """Split episode folders into (train, val) by name hash; with two or more episodes, val is never empty:
+    then it takes the lowest-hashing episode with its twin (the episode alone if the two are all there is)."""
     paths = sorted(paths, key=lambda p: Path(p).name)
     h = lambda p: _split_hash(Path(p).name)
     val = [p for p in paths if split_of(Path(p).name, val_fraction) == 'val']
@@ -448,21 +525,26 @@ def split_episodes(paths, val_fraction: float = 0.1):
 # %% ../nbs/01_data.ipynb #00be317a
 def event_at(caption: dict, t: float) -> str:
     "The event text of the caption window that contains time `t` (seconds); 'No event.' outside every window."
-    return next((w['event'] for w in caption['dynamic_interactions'] if w['start_time'] <= t < w['end_time']), 'No event.')
+    return next((w['event'] for w in caption['dynamic_interactions'] if w['start_time'] <= t < w['end_time']),
+                'No event.')
 
 def frames_to_tensor(frames):
     "uint8 frames (..., H, W, 3) -> a float tensor (..., 3, H, W) in [-1, 1], as the networks take them."
     return torch.from_numpy(np.asarray(frames)).movedim(-1, -3).float()/127.5 - 1
 
 def tensor_to_frames(x) -> np.ndarray:
-    "The inverse of `frames_to_tensor`: a tensor (..., 3, H, W) in [-1, 1] (clamped) -> uint8 frames (..., H, W, 3)."
+    """The inverse of `frames_to_tensor`: a tensor (..., 3, H, W) in [-1, 1] (clamped) -> uint8 frames
+    (..., H, W, 3)."""
     return ((x.detach().clamp(-1, 1) + 1)*127.5 + .5).byte().movedim(-3, -1).cpu().numpy()
 
 class EpisodeDataset(torch.utils.data.Dataset):
-    "(history, target clip) windows over episode folders. Items: frames (L, 3, H, W) in [-1, 1], actions (L, 6), poses, captions."
+    """(history, target clip) windows over episode folders. Items: frames (L, 3, H, W) in [-1, 1], actions
+    (L, 6), poses, captions."""
     def __init__(self, paths, history: int = 16, clip: int = 17, stride: int = 8, cache: int = 4):
-        if history < 0 or clip < 1 or stride < 1: raise ValueError(f"need history >= 0, clip >= 1, stride >= 1; got {history}, {clip}, {stride}")
-        self.paths, self.history, self.clip, self.length = [Path(p) for p in paths], history, clip, history + clip
+        if history < 0 or clip < 1 or stride < 1:
+            raise ValueError(f"need history >= 0, clip >= 1, stride >= 1; got {history}, {clip}, {stride}")
+        self.paths, self.history, self.clip, self.length = ([Path(p) for p in paths], history, clip,
+                                                             history + clip)
         self.windows = []
         for i, p in enumerate(self.paths):
             meta = load_json(p/'meta.json') if (p/'meta.json').exists() else None
@@ -478,31 +560,38 @@ class EpisodeDataset(torch.utils.data.Dataset):
         sl = slice(s, s + self.length)
         frames = frames_to_tensor(ep.frames[sl])                                          # (L, 3, H, W)
         event = event_at(ep.caption, (s + self.history)/ep.meta.get('fps', FPS))
-        return dict(frames=frames, actions=torch.from_numpy(ep.actions[sl]), poses=torch.from_numpy(ep.poses[sl]).float(),
-                    n_history=self.history, scene=ep.caption['scene'], character=ep.caption['character'] or '', event=event,
+        return dict(frames=frames, actions=torch.from_numpy(ep.actions[sl]),
+                    poses=torch.from_numpy(ep.poses[sl]).float(), n_history=self.history,
+                    scene=ep.caption['scene'], character=ep.caption['character'] or '', event=event,
                     episode=self.paths[i].name, start=s)
 
 # %% ../nbs/01_data.ipynb #c1b12ffb
 class WorldDataModule(L.LightningDataModule):
-    "Train/val (history, clip) windows from the episodes under `roots`, split by episode; `cache` decoded episodes stay in memory."
+    """Train/val (history, clip) windows from the episodes under `roots`, split by episode; `cache` decoded
+    episodes stay in memory."""
     def __init__(self, roots, history: int = 16, clip: int = 17, stride: int = 8, batch_size: int = 8,
                  num_workers: int = 0, val_fraction: float = 0.1, seed: int = 0, cache: int = 4):
         super().__init__()
         self.roots = [roots] if isinstance(roots, (str, Path)) else list(roots)
         self.kw = dict(history=history, clip=clip, stride=stride, cache=cache)
-        self.batch_size, self.num_workers, self.val_fraction, self.seed = batch_size, num_workers, val_fraction, seed
+        self.batch_size, self.num_workers, self.val_fraction, self.seed = (batch_size, num_workers,
+                                                                           val_fraction, seed)
 
     def setup(self, stage=None):
-        if hasattr(self, 'train_ds'): return          # once: an explicit call, fit and validate share the datasets and their caches
+        # once: an explicit call, fit and validate share the datasets and their caches
+        if hasattr(self, 'train_ds'): return
         paths = [p for r in self.roots for p in list_episodes(r)]
         if not paths: raise ValueError(f"no episodes under {self.roots}")
         self.train_paths, self.val_paths = split_episodes(paths, self.val_fraction)
-        self.train_ds, self.val_ds = EpisodeDataset(self.train_paths, **self.kw), EpisodeDataset(self.val_paths, **self.kw)
-        if len(self.train_ds) == 0: raise ValueError(f"no training window of {self.train_ds.length} frames: episodes are too short")
+        self.train_ds, self.val_ds = (EpisodeDataset(self.train_paths, **self.kw),
+                                      EpisodeDataset(self.val_paths, **self.kw))
+        if len(self.train_ds) == 0:
+            raise ValueError(f"no training window of {self.train_ds.length} frames: episodes are too short")
 
     def _loader(self, ds, shuffle):
         g = torch.Generator().manual_seed(self.seed)
-        return torch.utils.data.DataLoader(ds, batch_size=self.batch_size, shuffle=shuffle, num_workers=self.num_workers,
-                                           generator=g, persistent_workers=self.num_workers > 0)
+        return torch.utils.data.DataLoader(ds, batch_size=self.batch_size, shuffle=shuffle,
+                                           num_workers=self.num_workers, generator=g,
+                                           persistent_workers=self.num_workers > 0)
     def train_dataloader(self): return self._loader(self.train_ds, True)
     def val_dataloader(self): return self._loader(self.val_ds, False)

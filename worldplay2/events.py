@@ -18,25 +18,32 @@ from .controls import T_FACTOR
 from .realtime import Session, true_frames
 
 # %% ../nbs/10a_events.ipynb #db3d6357
-EVENT_KINDS = (*TRANSITIONS, 'addition', 'removal', 'interaction')   # transitions by name, then the object and chest events
+# transitions by name, then the object and chest events
+EVENT_KINDS = (*TRANSITIONS, 'addition', 'removal', 'interaction')
 
 def event_worlds(seed: int, kind: str, n_frames: int = 97, at: int = 33):
-    """World seed `seed` with one event of `kind` and without it: `(with, without, actions (n_frames, 6), event)`, or None
-    when this world cannot stage it (night or sunset in a world that is dark already; no free place or time for an object
-    or a chest). Transitions start at frame `at` on the world's navigation path, in first person; object and chest events
-    are staged as in the event episodes."""
-    if kind not in EVENT_KINDS: raise ValueError(f"unknown event '{kind}'; the world renders: {', '.join(EVENT_KINDS)}")
-    if not 0 < at < n_frames: raise ValueError(f"the event frame must lie inside the clip (0 < at < {n_frames}), got {at}")
+    """World seed `seed` with one event of `kind` and without it:
+    `(with, without, actions (n_frames, 6), event)`, or None when this world cannot stage it (night or sunset
+    in a world that is dark already; no free place or time for an object or a chest). Transitions start at
+    frame `at` on the world's navigation path, in first person; object and chest events are staged as in the
+    event episodes."""
+    if kind not in EVENT_KINDS:
+        raise ValueError(f"unknown event '{kind}'; the world renders: {', '.join(EVENT_KINDS)}")
+    if not 0 < at < n_frames:
+        raise ValueError(f"the event frame must lie inside the clip (0 < at < {n_frames}), got {at}")
     rng, base = np.random.default_rng([seed, EVENT_KINDS.index(kind), 0xE7E]), World.from_seed(seed)
     if kind in TRANSITIONS:
         if kind in ('night', 'sunset') and not 7 <= base.scene.time_of_day <= 16: return None
         ev = Event('transition', at/FPS, at/FPS + 2.5, kind, TRANSITIONS[kind])
-        return World(base.scene, base.character.name, [ev]), base, navigation_actions(base, n_frames, rng, 1, switch_p=0), ev
+        return (World(base.scene, base.character.name, [ev]), base,
+                navigation_actions(base, n_frames, rng, 1, switch_p=0), ev)
     w, acts = event_world(seed, n_frames, kind, rng=rng)
-    if not w.events or w.events[0].kind != kind: return None             # staging fell back to another kind of event
+    # staging fell back to another kind of event
+    if not w.events or w.events[0].kind != kind: return None
     ev, objs = w.events[0], w.scene.objects
     keep = dict(addition=lambda: [o for i, o in enumerate(objs) if i != ev.what],
-                removal=lambda: [replace(o, t_off=math.inf) if i == ev.what else o for i, o in enumerate(objs)],
+                removal=lambda: [replace(o, t_off=math.inf) if i == ev.what else o
+                                 for i, o in enumerate(objs)],
                 interaction=lambda: objs)[kind]()
     return w, World(replace(w.scene, objects=keep), w.character.name), acts, ev
 
@@ -47,12 +54,16 @@ def pooled(frames, k: int = 8) -> np.ndarray:
     T, H, W, C = f.shape
     return f[:, :H//k*k, :W//k*k].reshape(T, H//k, k, W//k, k, C).mean((2, 4))
 
-MIN_RMS = 2.0          # grey levels (0-255) of pooled difference between the true frames with and without an event
+# grey levels (0-255) of pooled difference between the true frames with and without an event
+MIN_RMS = 2.0
 
 def judged_frames(ev: Event, T: int, after: int = 0, window: int = 16) -> slice:
-    "The frames a trial judges: `window` frames from the event's end (or from frame `after`, if later), within a clip of T."
+    """The frames a trial judges: `window` frames from the event's end (or from frame `after`, if later),
+    within a clip of T."""
     a0 = max(math.ceil(ev.end*FPS), after)
-    if a0 + window > T: raise ValueError(f"a clip of {T} frames ends before the {window} frames after '{ev.text}' (from frame {a0})")
+    if a0 + window > T:
+        raise ValueError(f"a clip of {T} frames ends before the {window} frames after '{ev.text}' "
+                         f"(from frame {a0})")
     return slice(a0, a0 + window)
 
 def visible(with_, without, k: int = 8) -> bool:
@@ -66,8 +77,10 @@ def happened(gen, with_, without, k: int = 8) -> bool:
     return bool(((g - pooled(with_, k))**2).mean() < ((g - pooled(without, k))**2).mean())
 
 def time_to_appear(gen, with_, without, k: int = 8):
-    "Latents (groups of T_FACTOR frames) until each later latent is judged `happened`; None when the last one is not."
-    ok = [happened(gen[i:i + T_FACTOR], with_[i:i + T_FACTOR], without[i:i + T_FACTOR], k) for i in range(0, len(gen), T_FACTOR)]
+    """Latents (groups of T_FACTOR frames) until each later latent is judged `happened`; None when the last
+    one is not."""
+    ok = [happened(gen[i:i + T_FACTOR], with_[i:i + T_FACTOR], without[i:i + T_FACTOR], k)
+          for i in range(0, len(gen), T_FACTOR)]
     return next((i for i in range(len(ok)) if all(ok[i:])), None)
 
 # %% ../nbs/10a_events.ipynb #fa1dadd9
@@ -76,13 +89,13 @@ def through_vae(vae, frames) -> np.ndarray:
     "The frames as a VAE's latents hold them: uint8 (T, H, W, 3), T = 1 + 4k, encoded and decoded."
     return tensor_to_frames(vae.decode(vae.encode(frames_to_tensor(frames)[None])[0])[0][0])
 
-def event_trial(session: Session, seed: int, kind: str, n_frames: int = 97, at: int = 33, k: int = 8, noise: int = 0,
-                keep: bool = False):
-    """One trial of `kind` in world `seed` on `session` (see above): `success`, `unprompted`, `oracle`, `oracle_without`,
-    `time_to_appear` (latents), the chunk the event was typed at; `skipped` (why) when the world cannot stage the event or
-    it is not `visible` in the judged frames. Both streams start from the same noise (`noise`, the world seed and the kind
-    seed it), so they differ by the typed text alone. `keep`: also the frames (`frames`: typed, untyped, true with, true
-    without)."""
+def event_trial(session: Session, seed: int, kind: str, n_frames: int = 97, at: int = 33, k: int = 8,
+                noise: int = 0, keep: bool = False):
+    """One trial of `kind` in world `seed` on `session` (see above): `success`, `unprompted`, `oracle`,
+    `oracle_without`, `time_to_appear` (latents), the chunk the event was typed at; `skipped` (why) when the
+    world cannot stage the event or it is not `visible` in the judged frames. Both streams start from the same
+    noise (`noise`, the world seed and the kind seed it), so they differ by the typed text alone. `keep`: also
+    the frames (`frames`: typed, untyped, true with, true without)."""
     staged = event_worlds(seed, kind, n_frames, at)
     if staged is None: return dict(seed=int(seed), kind=kind, skipped='cannot be staged in this world')
     w, wo, acts, ev = staged
@@ -90,14 +103,22 @@ def event_trial(session: Session, seed: int, kind: str, n_frames: int = 97, at: 
     chunks = (len(acts) - 1)//n
     acts = acts[:1 + chunks*n]
     truth = [true_frames(x, acts[1:], session.res, persp) for x in (w, wo)]
-    typed_at = (int(round(ev.start*FPS)) - 1)//n                             # the chunk holding the event's first frame
-    try: after = judged_frames(ev, len(truth[0]), 1 + (typed_at + 1)*n)        # once whole, and a chunk after typing
-    except ValueError: return dict(seed=int(seed), kind=kind, skipped='the clip ends before the judged frames')
-    if not visible(truth[0][after], truth[1][after], k): return dict(seed=int(seed), kind=kind, skipped='not visible when judged')
+    # the chunk holding the event's first frame
+    typed_at = (int(round(ev.start*FPS)) - 1)//n
+    # once whole, and a chunk after typing
+    try: after = judged_frames(ev, len(truth[0]), 1 + (typed_at + 1)*n)
+    except ValueError:
+        return dict(seed=int(seed), kind=kind, skipped='the clip ends before the judged frames')
+    if not visible(truth[0][after], truth[1][after], k):
+        return dict(seed=int(seed), kind=kind, skipped='not visible when judged')
     def stream(typed: bool):
-        if hasattr(session, 'g'): session.g.manual_seed(noise*10_000 + int(seed)*len(EVENT_KINDS) + EVENT_KINDS.index(kind))
-        out = [session.reset(w.scene.caption, w.character.words, first_frame=truth[0][0], perspective=persp)[None]]
-        for i in range(chunks): out.append(session.step(acts[1 + i*n:1 + (i + 1)*n], event=ev.text if typed and i == typed_at else None))
+        if hasattr(session, 'g'):
+            session.g.manual_seed(noise*10_000 + int(seed)*len(EVENT_KINDS) + EVENT_KINDS.index(kind))
+        out = [session.reset(w.scene.caption, w.character.words, first_frame=truth[0][0],
+                             perspective=persp)[None]]
+        for i in range(chunks):
+            out.append(session.step(acts[1 + i*n:1 + (i + 1)*n],
+                                    event=ev.text if typed and i == typed_at else None))
         return np.concatenate(out)
     gen, plain = stream(True), stream(False)
     judge = lambda g: happened(g[after], truth[0][after], truth[1][after], k)
@@ -105,27 +126,33 @@ def event_trial(session: Session, seed: int, kind: str, n_frames: int = 97, at: 
     ref = [through_vae(session.vae, x) for x in truth] if hasattr(session, 'vae') else truth
     delta = pooled(truth[0][after], k) - pooled(truth[1][after], k)             # the event's change, pooled
     response = float(((pooled(gen[after], k) - pooled(plain[after], k))*delta).sum()/(delta**2).sum())
-    res = dict(seed=int(seed), kind=kind, text=ev.text, typed_at_chunk=typed_at, success=judge(gen), unprompted=judge(plain),
-               response=round(response, 3), responded=response > 0.5,
+    res = dict(seed=int(seed), kind=kind, text=ev.text, typed_at_chunk=typed_at, success=judge(gen),
+               unprompted=judge(plain), response=round(response, 3), responded=response > 0.5,
                oracle=judge(ref[0]), oracle_without=not judge(ref[1]),
-               time_to_appear=time_to_appear(gen[start:after.stop], truth[0][start:after.stop], truth[1][start:after.stop], k))
+               time_to_appear=time_to_appear(gen[start:after.stop], truth[0][start:after.stop],
+                                             truth[1][start:after.stop], k))
     return res | (dict(frames=(gen, plain, *truth)) if keep else {})
 
 def eval_events(session: Session, kinds=EVENT_KINDS, seeds=range(8), **kw) -> dict:
-    """`event_trial` for every kind in `kinds` and world seed in `seeds`: `success`, `unprompted`, `oracle`, `oracle_without`,
-    `responded` and the mean `response` over all trials, `by_event` (the same per kind), mean `time_to_appear` over the successes, and `skipped` (worlds that cannot
-    stage a kind, or where it is not visible when judged)."""
+    """`event_trial` for every kind in `kinds` and world seed in `seeds`: `success`, `unprompted`, `oracle`,
+    `oracle_without`, `responded` and the mean `response` over all trials, `by_event` (the same per kind),
+    mean `time_to_appear` over the successes, and `skipped` (worlds that cannot stage a kind, or where it is
+    not visible when judged)."""
     bad = [x for x in kinds if x not in EVENT_KINDS]
-    if bad or not kinds: raise ValueError(f"eval events knows the events {', '.join(EVENT_KINDS)}; got {list(kinds)}")
+    if bad or not kinds:
+        raise ValueError(f"eval events knows the events {', '.join(EVENT_KINDS)}; got {list(kinds)}")
     trials, skipped = [], []
     for kind in kinds:
         for sd in seeds:
             r = event_trial(session, sd, kind, **kw)
             (skipped.append(f"{kind} in world {sd}: {r['skipped']}") if 'skipped' in r else trials.append(r))
-    if not trials: raise ValueError(f"none of the worlds {list(seeds)} shows {', '.join(kinds)} visibly: try other --seeds")
+    if not trials:
+        raise ValueError(f"none of the worlds {list(seeds)} shows {', '.join(kinds)} visibly: "
+                         "try other --seeds")
     rate = lambda rs, f: round(float(np.mean([r[f] for r in rs])), 3)
     fields = ('success', 'unprompted', 'oracle', 'oracle_without', 'responded', 'response')
-    by = {x: {f: rate(rs, f) for f in fields} | dict(trials=len(rs)) for x in kinds if (rs := [r for r in trials if r['kind'] == x])}
+    by = {x: {f: rate(rs, f) for f in fields} | dict(trials=len(rs)) for x in kinds
+          if (rs := [r for r in trials if r['kind'] == x])}
     tta = [r['time_to_appear'] for r in trials if r['success'] and r['time_to_appear'] is not None]
     return {f: rate(trials, f) for f in fields} | dict(
         trials=len(trials), by_event=by, time_to_appear=round(float(np.mean(tta)), 2) if tta else None,

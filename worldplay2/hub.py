@@ -21,64 +21,87 @@ def _loaders():
     from worldplay2.compressor import load_compressor
     from worldplay2.teacher_forcing import load_memory_world
     from worldplay2.pdd import load_pdd_world
-    return dict(CausalVAE=load_vae, WorldModel=load_world, HistoryCompressor=load_compressor, MemoryWorld=load_memory_world, PDDWorld=load_pdd_world)
+    return dict(CausalVAE=load_vae, WorldModel=load_world, HistoryCompressor=load_compressor,
+                MemoryWorld=load_memory_world, PDDWorld=load_pdd_world)
 
 KINDS = dict(
-    CausalVAE=("the lightweight causal video VAE: 4× in time (the first frame alone), 4× (small) or 8× (tiny, base) in space, a light decoder for real time",
-               "a small causal VAE light enough for real time, in place of the paper's video VAE and its light decoder, §4 / App. C.3"),
-    WorldModel=("the bidirectional diffusion transformer with factorized hybrid control (actions injected after cross-attention, eq. 2; "
-                "structured captions, eq. 3), trained with flow matching", "paper §3.1 and the curriculum's stages 1–2, §4"),
-    HistoryCompressor=("the distillation-oriented history compressor (coarse low-res branch + causal fine branch), after its retrieval "
-                       "pre-training", "paper §3.2, eq. 4 (TinyHistory stage 1)"),
-    MemoryWorld=("the world model with compressed memory [sink | compressed history | recent window]: the bidirectional memory teacher "
-                 "(stage `teacher`) or the chunk-wise autoregressive student (stage `student`)", "paper §3.2, eq. 4–5, curriculum stage 4"),
-    PDDWorld=("the few-step student: the AR student with a bank of interval heads (Parallel Decoding Distillation), optionally refined "
-              "by Stable Forcing", "PDD (Shaul et al. 2026) and paper §3.3, Alg. 1 (Stable Forcing)"))
+    CausalVAE=("the lightweight causal video VAE: 4× in time (the first frame alone), "
+               "4× (small) or 8× (tiny, base) in space, a light decoder for real time",
+               "a small causal VAE light enough for real time, in place of the paper's video VAE and its "
+               "light decoder, §4 / App. C.3"),
+    WorldModel=("the bidirectional diffusion transformer with factorized hybrid control "
+                "(actions injected after cross-attention, eq. 2; structured captions, eq. 3), "
+                "trained with flow matching", "paper §3.1 and the curriculum's stages 1–2, §4"),
+    HistoryCompressor=("the distillation-oriented history compressor "
+                       "(coarse low-res branch + causal fine branch), after its retrieval pre-training",
+                       "paper §3.2, eq. 4 (TinyHistory stage 1)"),
+    MemoryWorld=("the world model with compressed memory [sink | compressed history | recent window]: "
+                 "the bidirectional memory teacher (stage `teacher`) or the chunk-wise autoregressive "
+                 "student (stage `student`)", "paper §3.2, eq. 4–5, curriculum stage 4"),
+    PDDWorld=("the few-step student: the AR student with a bank of interval heads "
+              "(Parallel Decoding Distillation), optionally refined by Stable Forcing",
+              "PDD (Shaul et al. 2026) and paper §3.3, Alg. 1 (Stable Forcing)"))
 
 def checkpoint_kind(folder) -> str:
     "The class a checkpoint folder holds (its config.json's `model` field); a clear error when it is not one."
     folder = Path(folder)
     if not folder.is_dir(): raise ValueError(f"{folder}: no such checkpoint folder")
     try: kind = json.loads((folder/'config.json').read_text()).get('model')
-    except FileNotFoundError: raise ValueError(f"{folder} has no config.json: not a worldplay2 checkpoint") from None
-    except (json.JSONDecodeError, AttributeError) as e: raise ValueError(f"{folder/'config.json'} is not a JSON object ({e})") from None
+    except FileNotFoundError:
+        raise ValueError(f"{folder} has no config.json: not a worldplay2 checkpoint") from None
+    except (json.JSONDecodeError, AttributeError) as e:
+        raise ValueError(f"{folder/'config.json'} is not a JSON object ({e})") from None
     if kind not in KINDS: raise ValueError(f"{folder}: unknown model '{kind}'; known: {', '.join(KINDS)}")
     if not (folder/'model.safetensors').exists(): raise ValueError(f"{folder} has no model.safetensors")
     return kind
 
 def load_folder(folder, kind: str = None):
-    """The network in a local checkpoint folder (float32, eval mode); `kind` asserts its class. A corrupt file, a config that does not
-    match the weights, or another class than `kind` is a ValueError naming the problem."""
+    """The network in a local checkpoint folder (float32, eval mode); `kind` asserts its class. A corrupt
+    file, a config that does not match the weights, or another class than `kind` is a ValueError naming the
+    problem."""
     have = checkpoint_kind(folder)
     if kind is not None and have != kind: raise ValueError(f"{folder} holds a {have}, not a {kind}")
-    return _loaders()[have](folder)              # each loader names the folder in its errors and on the network (`checkpoint`)
+    # each loader names the folder in its errors and on the network (`checkpoint`)
+    return _loaders()[have](folder)
 
 # %% ../nbs/12_hub.ipynb #dcde46c1
 HUB_FILES = ['config.json', 'model.safetensors', 'README.md', 'metrics.json', 'training.csv']
 
-def resolve(name_or_path, revision: str = None, cache_dir=None, local_files_only: bool = None, token=None) -> Path:
-    "The local folder of a checkpoint given as a folder, a shipped name, or a Hub id (downloaded into the Hub cache when online)."
+def resolve(name_or_path, revision: str = None, cache_dir=None, local_files_only: bool = None,
+            token=None) -> Path:
+    """The local folder of a checkpoint given as a folder, a shipped name, or a Hub id (downloaded into the
+    Hub cache when online)."""
     from huggingface_hub import snapshot_download, constants
-    from huggingface_hub.errors import LocalEntryNotFoundError, RepositoryNotFoundError, HFValidationError, RevisionNotFoundError
+    from huggingface_hub.errors import (LocalEntryNotFoundError, RepositoryNotFoundError, HFValidationError,
+                                        RevisionNotFoundError)
     p = Path(name_or_path).expanduser()
     if p.is_dir(): return p
     s = str(name_or_path)
     if s in shipped_names(): return pretrained(s)
-    if p.exists(): raise ValueError(f"{p} is a file; a checkpoint is a folder (config.json + model.safetensors)")
+    if p.exists():
+        raise ValueError(f"{p} is a file; a checkpoint is a folder (config.json + model.safetensors)")
     if s.count('/') != 1 or s.startswith(('.', '/', '~')):
-        raise ValueError(f"'{s}' is neither a folder, nor a shipped model ({', '.join(shipped_names()) or 'none'}), nor a Hub id (owner/name)")
+        raise ValueError(f"'{s}' is neither a folder, "
+                         f"nor a shipped model ({', '.join(shipped_names()) or 'none'}), "
+                         "nor a Hub id (owner/name)")
     offline = constants.HF_HUB_OFFLINE if local_files_only is None else local_files_only
-    try: return Path(snapshot_download(s, revision=revision, cache_dir=cache_dir, local_files_only=offline, token=token, allow_patterns=HUB_FILES))
+    try:
+        return Path(snapshot_download(s, revision=revision, cache_dir=cache_dir, local_files_only=offline,
+                                      token=token, allow_patterns=HUB_FILES))
     except LocalEntryNotFoundError:
         why = 'this run is offline (HF_HUB_OFFLINE=1)' if offline else 'the Hub cannot be reached'
-        raise ValueError(f"'{s}' is not in the local Hugging Face cache and {why}: fetch it once on a machine with network "
-                         f"(`hf download {s}`, or `from_pretrained('{s}')` without HF_HUB_OFFLINE), or pass a local folder") from None
-    except (RepositoryNotFoundError, RevisionNotFoundError) as e: raise ValueError(f"no Hub repository '{s}' (revision {revision or 'main'}): {e}") from None
+        raise ValueError(f"'{s}' is not in the local Hugging Face cache and {why}: "
+                         "fetch it once on a machine with network "
+                         f"(`hf download {s}`, or `from_pretrained('{s}')` without HF_HUB_OFFLINE), "
+                         "or pass a local folder") from None
+    except (RepositoryNotFoundError, RevisionNotFoundError) as e:
+        raise ValueError(f"no Hub repository '{s}' (revision {revision or 'main'}): {e}") from None
     except HFValidationError as e: raise ValueError(f"'{s}' is not a valid Hub id: {e}") from None
 
 def from_pretrained(name_or_path, kind: str = None, **hub_kw):
-    """The network of a checkpoint folder, a shipped name ('small-student'), or a Hub id ('owner/name'), float32 in eval mode.
-    `kind` (e.g. 'PDDWorld') asserts its class; `hub_kw` (`revision`, `cache_dir`, `local_files_only`, `token`) go to the Hub."""
+    """The network of a checkpoint folder, a shipped name ('small-student'), or a Hub id ('owner/name'),
+    float32 in eval mode. `kind` (e.g. 'PDDWorld') asserts its class; `hub_kw` (`revision`, `cache_dir`,
+    `local_files_only`, `token`) go to the Hub."""
     return load_folder(resolve(name_or_path, **hub_kw), kind)
 
 def load_pretrained(name: str):
@@ -104,7 +127,8 @@ def _weights(folder) -> tuple:
     return n, dict(F32='float32', F16='float16', BF16='bfloat16').get(t, t.lower())
 
 def dataset_summary(data) -> dict:
-    "What a model card says about a data folder: episodes, episodes per kind, resolution, frame rate, frames per episode, validation episodes."
+    """What a model card says about a data folder: episodes, episodes per kind, resolution, frame rate, frames
+    per episode, validation episodes."""
     from collections import Counter
     from worldplay2.data import list_episodes, split_episodes
     eps = list_episodes(data)
@@ -112,8 +136,9 @@ def dataset_summary(data) -> dict:
     metas = [json.loads((p/'meta.json').read_text()) for p in eps]
     one = lambda k: sorted({m[k] for m in metas})
     res, fps, frames = one('res'), one('fps'), one('n_frames')
-    return dict(episodes=len(eps), kinds=dict(Counter(m['kind'] for m in metas)), res=res[0] if len(res) == 1 else res,
-                fps=fps[0] if len(fps) == 1 else fps, frames=frames[0] if len(frames) == 1 else f"{frames[0]}–{frames[-1]}",
+    return dict(episodes=len(eps), kinds=dict(Counter(m['kind'] for m in metas)),
+                res=res[0] if len(res) == 1 else res, fps=fps[0] if len(fps) == 1 else fps,
+                frames=frames[0] if len(frames) == 1 else f"{frames[0]}–{frames[-1]}",
                 val=len(split_episodes(eps)[1]))
 
 def results(metrics: dict) -> dict:
@@ -123,7 +148,8 @@ def results(metrics: dict) -> dict:
 def _num(v): return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 def _result_tables(r: dict) -> list:
-    "Markdown tables of one result: its own numbers, then its groups of numbers, groups with the same keys side by side (a row each)."
+    """Markdown tables of one result: its own numbers, then its groups of numbers, groups with the same keys
+    side by side (a row each)."""
     out, nums = [], [(a, b) for a, b in r.items() if _num(b)]
     if nums: out += ['| metric | value |', '|---|---|'] + [f"| {a} | {_fmt(b)} |" for a, b in nums] + ['']
     groups = {a: {k: v for k, v in b.items() if _num(v)} for a, b in r.items() if isinstance(b, dict)}
@@ -142,20 +168,28 @@ def model_card(folder, name: str = None) -> str:
     m = json.loads((folder/'metrics.json').read_text()) if (folder/'metrics.json').exists() else {}
     what, paper = KINDS[kind]
     name = name or folder.name
-    data = ModelCardData(library_name='worldplay2', license='apache-2.0', tags=['world-model', 'video-generation', 'worldplay2', kind] +
+    data = ModelCardData(library_name='worldplay2', license='apache-2.0',
+                         tags=['world-model', 'video-generation', 'worldplay2', kind] +
                          ([m['stage']] if m.get('stage') else []))
     n, dtype = _weights(folder)
     stage = f" — stage `{m['stage']}`" if m.get('stage') else ''
     out = ['---', data.to_yaml(), '---', '', f"# {name}", '',
            f"**What it is:** {what}{stage}, preset `{m.get('preset', '?')}`, "
            f"{n/1e6:.2f} M parameters stored as {dtype} ({_size_mb(folder)} MB with its files).", '',
-           f"**Implements:** {paper} (WorldPlay2), in the small-scale build of the open `worldplay2` project.", '']
+           f"**Implements:** {paper} (WorldPlay2), in the small-scale build of the open "
+           "`worldplay2` project.", '']
     d = m.get('data')
-    if d: out += ['## Training data', '', f"{_fmt(d['episodes'])} episodes of the procedural world ({', '.join(f'{k} {v}' for k, v in d['kinds'].items())}), "
-                  f"{d['res']}×{d['res']} px at {d['fps']} frames/s, {_fmt(d['frames'])} frames each; {d['val']} of them (the validation "
-                  "split, by name hash) are never trained on.", '']
-    elif 'episodes' in m: out += ['## Training data', '', f"{_fmt(m['episodes'])} episodes of the procedural world.", '']
-    rec = [(k, m[k]) for k in ('steps', 'batch_size', 'window', 'wall_s', 'wall_s_this_run', 'val_loss', 'params') if k in m]
+    if d:
+        out += ['## Training data', '',
+                f"{_fmt(d['episodes'])} episodes of the procedural world "
+                f"({', '.join(f'{k} {v}' for k, v in d['kinds'].items())}), "
+                f"{d['res']}×{d['res']} px at {d['fps']} frames/s, {_fmt(d['frames'])} frames each; "
+                f"{d['val']} of them (the validation "
+                "split, by name hash) are never trained on.", '']
+    elif 'episodes' in m:
+        out += ['## Training data', '', f"{_fmt(m['episodes'])} episodes of the procedural world.", '']
+    rec = [(k, m[k]) for k in ('steps', 'batch_size', 'window', 'wall_s', 'wall_s_this_run', 'val_loss',
+                               'params') if k in m]
     if rec or m.get('command'):
         out += ['## Training', '', '| | |', '|---|---|'] + [f"| {k} | {_fmt(v)} |" for k, v in rec]
         for k in ('init', 'teacher', 'compressor'):
@@ -163,10 +197,14 @@ def model_card(folder, name: str = None) -> str:
         if m.get('wall_note'): out.append(f"| note | {m['wall_note']} |")
         if m.get('command'): out += ['', f"Command: `{m['command']}`"]
         out.append('')
-    if m.get('wall_s_by_stage'): out += ['Wall time by stage (s): ' + '; '.join(f"{k} {_fmt(v)}" for k, v in m['wall_s_by_stage'].items()) + '.', '']
+    if m.get('wall_s_by_stage'):
+        out += ['Wall time by stage (s): '
+                + '; '.join(f"{k} {_fmt(v)}" for k, v in m['wall_s_by_stage'].items()) + '.', '']
     if m.get('chain'):
-        out += ['The stages before this one:', '', '| stage | steps | val_loss | command |', '|---|---|---|---|']
-        out += [f"| {k} | {_fmt(c.get('steps', ''))} | {_fmt(c.get('val_loss', ''))} | `{c.get('command', '')}` |" for k, c in m['chain'].items()] + ['']
+        out += ['The stages before this one:', '', '| stage | steps | val_loss | command |',
+                '|---|---|---|---|']
+        out += [f"| {k} | {_fmt(c.get('steps', ''))} | {_fmt(c.get('val_loss', ''))} | "
+                f"`{c.get('command', '')}` |" for k, c in m['chain'].items()] + ['']
     res = results(m)
     if res:
         out += ['## Measured results', '']
@@ -184,8 +222,10 @@ def write_card(folder, name: str = None) -> Path:
     return p
 
 # %% ../nbs/12_hub.ipynb #534bdd63
-def save_pretrained(model, folder, dtype=torch.float32, vae=None, metrics: dict = None, name: str = None) -> Path:
-    "Write `model` (a VAE, DiT, memory world or PDD student) in the Hub layout: config.json, model.safetensors, metrics.json, README.md."
+def save_pretrained(model, folder, dtype=torch.float32, vae=None, metrics: dict = None,
+                    name: str = None) -> Path:
+    """Write `model` (a VAE, DiT, memory world or PDD student) in the Hub layout: config.json,
+    model.safetensors, metrics.json, README.md."""
     from worldplay2.vae import CausalVAE, save_vae
     from worldplay2.dit import WorldModel
     from worldplay2.train import save_world
@@ -197,14 +237,17 @@ def save_pretrained(model, folder, dtype=torch.float32, vae=None, metrics: dict 
     elif isinstance(model, WorldModel): save_world(model, folder, dtype, vae)
     elif isinstance(model, PDDWorld): save_pdd_world(model, folder, dtype, vae)
     elif isinstance(model, MemoryWorld): save_memory_world(model, folder, dtype, vae)
-    else: raise ValueError(f"save_pretrained writes a CausalVAE, WorldModel, MemoryWorld or PDDWorld, not a {type(model).__name__} "
-                           "(the compressor has save_compressor, with its probe)")
+    else:
+        raise ValueError("save_pretrained writes a CausalVAE, WorldModel, MemoryWorld or PDDWorld, "
+                         f"not a {type(model).__name__} "
+                         "(the compressor has save_compressor, with its probe)")
     if metrics is not None: write_json_atomic(folder/'metrics.json', metrics)
     write_card(folder, name)
     return folder
 
 class FolderHub:
-    "A stand-in for `huggingface_hub.HfApi` that keeps repositories as folders under `root`: create_repo, upload_folder."
+    """A stand-in for `huggingface_hub.HfApi` that keeps repositories as folders under `root`: create_repo,
+    upload_folder."""
     def __init__(self, root): self.root = Path(root)
     def create_repo(self, repo_id, private=False, exist_ok=False, **kw):
         d = self.root/repo_id
@@ -217,9 +260,11 @@ class FolderHub:
             tmp = d/(f.name + '.tmp'); shutil.copy2(f, tmp); tmp.replace(d/f.name)
         return str(d)
 
-def push_to_hub(src, repo_id: str, private: bool = False, token=None, api=None, commit_message: str = None, **save_kw):
-    """Upload a checkpoint (a folder, a shipped name, or a network, saved first with `save_kw`) with its model card to the Hub repository
-    `repo_id` (created if needed). `api`: an `HfApi` (default, with `token`) or any object with its create_repo/upload_folder."""
+def push_to_hub(src, repo_id: str, private: bool = False, token=None, api=None,
+                commit_message: str = None, **save_kw):
+    """Upload a checkpoint (a folder, a shipped name, or a network, saved first with `save_kw`) with its model
+    card to the Hub repository `repo_id` (created if needed). `api`: an `HfApi` (default, with `token`) or any
+    object with its create_repo/upload_folder."""
     with tempfile.TemporaryDirectory() as stage:
         stage = Path(stage)/'checkpoint'
         if isinstance(src, (str, Path)):
@@ -234,28 +279,35 @@ def push_to_hub(src, repo_id: str, private: bool = False, token=None, api=None, 
             from huggingface_hub import HfApi
             api = HfApi(token=token)
         api.create_repo(repo_id, private=private, exist_ok=True)
-        return api.upload_folder(repo_id=repo_id, folder_path=str(stage), commit_message=commit_message or f"worldplay2 checkpoint {repo_id}")
+        return api.upload_folder(repo_id=repo_id, folder_path=str(stage),
+                                 commit_message=commit_message or f"worldplay2 checkpoint {repo_id}")
 
 # %% ../nbs/12_hub.ipynb #9d94a3f8
 def models_list() -> list:
-    "The shipped networks: name, model class, stage, preset, size in MB, weight dtype, in the wheel or not, steps, training wall time, and measured results."
+    """The shipped networks: name, model class, stage, preset, size in MB, weight dtype, in the wheel or not,
+    steps, training wall time, and measured results."""
     out = []
     for name in shipped_names():
         d = pretrained(name)
         m = json.loads((d/'metrics.json').read_text()) if (d/'metrics.json').exists() else {}
-        out.append(dict(name=name, model=checkpoint_kind(d), stage=m.get('stage'), preset=m.get('preset'), size_mb=_size_mb(d),
-                        dtype=_weights(d)[1], in_wheel=name in WHEEL_MODELS, steps=m.get('steps'), wall_s=m.get('wall_s'), metrics=results(m), path=str(d)))
+        out.append(dict(name=name, model=checkpoint_kind(d), stage=m.get('stage'), preset=m.get('preset'),
+                        size_mb=_size_mb(d), dtype=_weights(d)[1], in_wheel=name in WHEEL_MODELS,
+                        steps=m.get('steps'), wall_s=m.get('wall_s'), metrics=results(m), path=str(d)))
     return out
 
 # %% ../nbs/12_hub.ipynb #36f3174d
-RECIPE = dict(                                       # (kind, episodes, seconds, seed) per part of the data, and the frame side
+# (kind, episodes, seconds, seed) per part of the data, and the frame side
+RECIPE = dict(
     tiny=dict(data=[('navigation', 6, 5, 0), ('loop', 3, 5, 1), ('event', 2, 5, 2)], res=32),
-    small=dict(data=[('navigation', 48, 12, 100), ('loop', 16, 12, 101), ('event', 16, 12, 102), ('navigation', 96, 10, 200),
+    small=dict(data=[('navigation', 48, 12, 100), ('loop', 16, 12, 101), ('event', 16, 12, 102),
+                     ('navigation', 96, 10, 200),
                      ('loop', 32, 10, 201)], res=128,    # the data of the shipped small models (208 episodes)
-               steps=dict(teacher=1600, student=1200, pdd=500, dmd=100)))   # the shipped streaming chain's steps
+               # the shipped streaming chain's steps
+               steps=dict(teacher=1600, student=1200, pdd=500, dmd=100)))
 
 def _share_latents(out: Path, stage: str, order: list):
-    "Give `stage` the encoded latents of the latest earlier stage that has them (hard links), unless it has its own."
+    """Give `stage` the encoded latents of the latest earlier stage that has them (hard links), unless it has
+    its own."""
     dst = out/stage/'latents'
     if dst.exists(): return
     for prev in reversed(order[:order.index(stage)]):
@@ -264,11 +316,14 @@ def _share_latents(out: Path, stage: str, order: list):
             tmp = out/stage/'latents.tmp'
             shutil.rmtree(tmp, ignore_errors=True)
             try: shutil.copytree(src, tmp, copy_function=os.link)
-            except OSError: shutil.rmtree(tmp, ignore_errors=True); shutil.copytree(src, tmp)   # another file system: copy
+            # another file system: copy
+            except OSError: shutil.rmtree(tmp, ignore_errors=True); shutil.copytree(src, tmp)
             tmp.replace(dst); return
 
-def train_all(out, preset: str = 'small', workers: int = 1, progress: bool = True, stages: list = None, **trainer_kw) -> dict:
-    """The whole recipe (see above) into `out`, resumable; `stages` limits it to some of them (in order). Returns the recipe record."""
+def train_all(out, preset: str = 'small', workers: int = 1, progress: bool = True, stages: list = None,
+              **trainer_kw) -> dict:
+    """The whole recipe (see above) into `out`, resumable; `stages` limits it to some of them (in order).
+    Returns the recipe record."""
     from worldplay2.data import generate, write_json_atomic, load_json, claim_outputs, own_outputs
     from worldplay2.train import claim_run, RUN_ENTRIES, RUN_LEGACY
     from worldplay2.train import train_vae, train_base
@@ -276,19 +331,22 @@ def train_all(out, preset: str = 'small', workers: int = 1, progress: bool = Tru
     from worldplay2.teacher_forcing import train_forcing
     from worldplay2.pdd import train_pdd
     from worldplay2.dmd import train_dmd, DMDConfig
-    if preset not in RECIPE: raise ValueError(f"unknown preset '{preset}'; train all knows: {', '.join(RECIPE)}")
+    if preset not in RECIPE:
+        raise ValueError(f"unknown preset '{preset}'; train all knows: {', '.join(RECIPE)}")
     out, r = Path(out), RECIPE[preset]
     data, vae = out/'data', out/'vae'/'vae'
     kw = dict(preset=preset, progress=progress, **trainer_kw)
-    st = lambda stage: dict(kw, max_steps=r.get('steps', {}).get(stage))     # a stage's steps: the recipe's, else the preset's
+    # a stage's steps: the recipe's, else the preset's
+    st = lambda stage: dict(kw, max_steps=r.get('steps', {}).get(stage))
     dmd = DMDConfig(latents=4, clip=4) if preset == 'tiny' else DMDConfig()
     runs = dict(
         vae=lambda o: train_vae(data, o, **kw),
         base=lambda o: train_base(data, o, vae=vae, **kw),
-        navigation=lambda o: train_base(data, o, vae=vae, init=out/'base'/'model', start_share=1.0, p_i2v=1.0, p_high_sigma=0.7,
-                                   camera_rope=True, **kw),
+        navigation=lambda o: train_base(data, o, vae=vae, init=out/'base'/'model', start_share=1.0, p_i2v=1.0,
+                                        p_high_sigma=0.7, camera_rope=True, **kw),
         compressor=lambda o: train_compressor(data, o, out/'navigation'/'model', vae, **kw),
-        teacher=lambda o: train_forcing(data, o, 'teacher', out/'navigation'/'model', vae, out/'compressor'/'compressor', **st('teacher')),
+        teacher=lambda o: train_forcing(data, o, 'teacher', out/'navigation'/'model', vae,
+                                        out/'compressor'/'compressor', **st('teacher')),
         student=lambda o: train_forcing(data, o, 'student', out/'teacher'/'model', vae, **st('student')),
         pdd=lambda o: train_pdd(data, o, out/'student'/'model', vae, **st('pdd')),
         dmd=lambda o: train_dmd(data, o, out/'pdd'/'model', out/'teacher'/'model', vae, dmd=dmd, **st('dmd')))
@@ -296,20 +354,28 @@ def train_all(out, preset: str = 'small', workers: int = 1, progress: bool = Tru
     todo = stages or order
     unknown = [s for s in todo if s not in order]
     if unknown: raise ValueError(f"unknown stage(s) {unknown}; the recipe's stages: {', '.join(order)}")
-    def earlier_run(p): claim_outputs(p, RUN_ENTRIES, legacy=RUN_LEGACY); return True       # a stage folder an earlier version wrote
-    legacy = {s: earlier_run for s in runs} | {'data': lambda p: (p/'dataset.json').is_file(), 'recipe.json': lambda p: 'stages' in dict(load_json(p))}
-    own_outputs(claim_outputs(out, order + ['recipe.json'], legacy=legacy), order + ['recipe.json'])   # before any work
+    # a stage folder an earlier version wrote
+    def earlier_run(p): claim_outputs(p, RUN_ENTRIES, legacy=RUN_LEGACY); return True
+    legacy = {s: earlier_run for s in runs} | {'data': lambda p: (p/'dataset.json').is_file(),
+                                               'recipe.json': lambda p: 'stages' in dict(load_json(p))}
+    # before any work
+    own_outputs(claim_outputs(out, order + ['recipe.json'], legacy=legacy), order + ['recipe.json'])
     rec_path = out/'recipe.json'
     rec = json.loads(rec_path.read_text()) if rec_path.exists() else dict(preset=preset, stages={})
-    if rec.get('preset') != preset: raise ValueError(f"{out} holds a '{rec.get('preset')}' recipe: use another --out for '{preset}'")
+    if rec.get('preset') != preset:
+        raise ValueError(f"{out} holds a '{rec.get('preset')}' recipe: use another --out for '{preset}'")
     for i, stage in enumerate(order):
         if stage not in todo: continue
-        done = (data/'dataset.json').exists() and stage in rec['stages'] if stage == 'data' else (out/stage/'metrics.json').exists()
-        if progress: print(f"[{i + 1}/{len(order)}] {stage}: " + ('finished earlier, skipped' if done else 'running'), flush=True)
+        done = ((data/'dataset.json').exists() and stage in rec['stages'] if stage == 'data'
+                else (out/stage/'metrics.json').exists())
+        if progress:
+            print(f"[{i + 1}/{len(order)}] {stage}: " + ('finished earlier, skipped' if done else 'running'),
+                  flush=True)
         if done: continue
         t0 = time.time()
         if stage == 'data':
-            for kind, n, seconds, seed in r['data']: generate(data, n, kind, seconds, r['res'], seed, workers, progress=progress)
+            for kind, n, seconds, seed in r['data']:
+                generate(data, n, kind, seconds, r['res'], seed, workers, progress=progress)
             m = dict(episodes=sum(n for _, n, _, _ in r['data']))
         else:
             claim_run(out/stage)

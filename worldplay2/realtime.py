@@ -28,7 +28,8 @@ from .machine import cpu_info
 def h_shift(a, b, max_shift: int = 12) -> int:
     "The horizontal shift (pixels, + = content moved right) that best maps frame a (H, W, 3) onto frame b."
     a, b = a.astype(np.float32).mean(-1), b.astype(np.float32).mean(-1)
-    err = [np.mean((a[:, max(0, -d):a.shape[1] - max(0, d)] - b[:, max(0, d):b.shape[1] - max(0, -d)])**2) for d in range(-max_shift, max_shift + 1)]
+    err = [np.mean((a[:, max(0, -d):a.shape[1] - max(0, d)] - b[:, max(0, d):b.shape[1] - max(0, -d)])**2)
+           for d in range(-max_shift, max_shift + 1)]
     return int(np.argmin(err)) - max_shift
 
 def drift(frames, max_shift: int = 12) -> int:
@@ -37,12 +38,14 @@ def drift(frames, max_shift: int = 12) -> int:
 
 
 # %% ../nbs/10_realtime.ipynb #d167246e
-KEYS = {'w': (2, 1.0), 's': (2, -1.0), 'd': (3, 1.0), 'a': (3, -1.0), 'right': (1, TURN_RATE), 'left': (1, -TURN_RATE),
-        'up': (0, TURN_RATE), 'down': (0, -TURN_RATE), 'space': (5, 1.0)}
+KEYS = {'w': (2, 1.0), 's': (2, -1.0), 'd': (3, 1.0), 'a': (3, -1.0), 'right': (1, TURN_RATE),
+        'left': (1, -TURN_RATE), 'up': (0, TURN_RATE), 'down': (0, -TURN_RATE), 'space': (5, 1.0)}
 
 def keys_action(keys: str = '', perspective: int = 1) -> np.ndarray:
-    "One frame's action (6,) for keys held together, e.g. 'w', 'w+left', '' (stand still); unknown keys are an error that names them."
-    if not isinstance(keys, str): raise ValueError(f"keys must be a string like 'w+left', got {type(keys).__name__}")
+    """One frame's action (6,) for keys held together, e.g. 'w', 'w+left', '' (stand still); unknown keys are
+    an error that names them."""
+    if not isinstance(keys, str):
+        raise ValueError(f"keys must be a string like 'w+left', got {type(keys).__name__}")
     a = np.zeros(6); a[4] = perspective
     for k in filter(None, (k.strip().lower() for k in keys.split('+'))):
         if k not in KEYS: raise ValueError(f"unknown key '{k}'; known: {', '.join(KEYS)}")
@@ -52,11 +55,13 @@ def keys_action(keys: str = '', perspective: int = 1) -> np.ndarray:
     return check_action(a, f"keys '{keys}'")
 
 def parse_script(script: str, perspective: int = 1) -> np.ndarray:
-    "Actions (T, 6) of a script like 'w*16 a*8 right+w*12 v _*4' (keys*frames; '_' stands still; a bare key is one frame; 'v' switches view)."
+    """Actions (T, 6) of a script like 'w*16 a*8 right+w*12 v _*4' (keys*frames; '_' stands still; a bare key
+    is one frame; 'v' switches view)."""
     rows = []
     for tok in script.split():
         keys, _, n = tok.partition('*')
-        if n and not n.isdigit(): raise ValueError(f"'{tok}': the count after '*' must be a whole number of frames")
+        if n and not n.isdigit():
+            raise ValueError(f"'{tok}': the count after '*' must be a whole number of frames")
         ks = [k for k in keys.split('+') if k.lower() != 'v']
         if len(ks) < len(keys.split('+')): perspective = 1 - perspective
         rows += [keys_action('' if ks == ['_'] else '+'.join(ks), perspective)]*(int(n) if n else 1)
@@ -64,39 +69,50 @@ def parse_script(script: str, perspective: int = 1) -> np.ndarray:
     return np.stack(rows)
 
 # %% ../nbs/10_realtime.ipynb #10833f84
-MAX_TEXT = 400                                                    # characters: longer captions or events are refused
+# characters: longer captions or events are refused
+MAX_TEXT = 400
 
 def check_text(text, field: str, empty_ok: bool = False) -> str:
     "A caption field as a clean string, or a clear error (not a string, empty, too long)."
     if not isinstance(text, str): raise ValueError(f"{field} must be text, got {type(text).__name__}")
     text = ' '.join(text.split())
-    if not text and not empty_ok: raise ValueError(f"the {field} is empty: write what it should be, e.g. 'It starts to snow.'")
+    if not text and not empty_ok:
+        raise ValueError(f"the {field} is empty: write what it should be, e.g. 'It starts to snow.'")
     if len(text) > MAX_TEXT: raise ValueError(f"the {field} has {len(text)} characters; at most {MAX_TEXT}")
     return text
 
 def world_of(scene, character: str = None) -> World:
-    "The world of a scene given as a seed: an int, or text like 'seed:12' / '12'; None when the scene is a caption."
+    """The world of a scene given as a seed: an int, or text like 'seed:12' / '12'; None when the scene is a
+    caption."""
     if isinstance(scene, (int, np.integer)) and not isinstance(scene, bool): seed = int(scene)
-    elif isinstance(scene, str) and re.fullmatch(r'\s*(seed:)?\s*\d+\s*', scene): seed = int(scene.split(':')[-1])
+    elif isinstance(scene, str) and re.fullmatch(r'\s*(seed:)?\s*\d+\s*', scene):
+        seed = int(scene.split(':')[-1])
     else: return None
-    if character is not None and character not in CHARACTERS: raise ValueError(f"unknown character '{character}' for a world; known: {', '.join(CHARACTERS)}")
+    if character is not None and character not in CHARACTERS:
+        raise ValueError(f"unknown character '{character}' for a world; known: {', '.join(CHARACTERS)}")
     return World.from_seed(seed, character)
 
 # %% ../nbs/10_realtime.ipynb #890ad3a5
 def with_memory(mw: MemoryWorld, **changes) -> MemoryWorld:
-    "A `MemoryWorld` sharing `mw`'s weights whose memory config has `changes` (e.g. `mode='full'`, `max_cmp=64`); `mw` is left as it was."
+    """A `MemoryWorld` sharing `mw`'s weights whose memory config has `changes` (e.g. `mode='full'`,
+    `max_cmp=64`); `mw` is left as it was."""
     import copy
-    comp = copy.copy(mw.compressor)                                  # a shallow copy: the same parameters, its own config
+    # a shallow copy: the same parameters, its own config
+    comp = copy.copy(mw.compressor)
     comp.mc = replace(mw.compressor.mc, **changes)
     return MemoryWorld(mw.model, comp)
 
 class Session:
-    """A live world over a trained model with memory: `reset(scene, character, first_frame, perspective)`, then `step(keys or actions,
-    event)` per chunk -> frames uint8 (4·C, H, W, 3); `frames(script)` yields frames one by one as they are decoded."""
-    def __init__(self, mw: MemoryWorld, vae, sampler=None, chunk: int = 2, max_cmp: int = 64, seed: int = 0, cache: bool = True,
-                 static: bool = True):
-        self.mw, self.vae, self.C, self.cache = with_memory(mw, max_cmp=max_cmp).eval(), vae.eval(), chunk, cache   # bounded memory for endless play
-        self.static = static and cache and max_cmp is not None                 # a room of the capped memory's size from chunk 1 (`WorldStream`)
+    """A live world over a trained model with memory: `reset(scene, character, first_frame, perspective)`,
+    then `step(keys or actions, event)` per chunk -> frames uint8 (4·C, H, W, 3); `frames(script)` yields
+    frames one by one as they are decoded."""
+    def __init__(self, mw: MemoryWorld, vae, sampler=None, chunk: int = 2, max_cmp: int = 64, seed: int = 0,
+                 cache: bool = True, static: bool = True):
+        # bounded memory for endless play
+        self.mw, self.vae, self.C, self.cache = (with_memory(mw, max_cmp=max_cmp).eval(), vae.eval(),
+                                                 chunk, cache)
+        # a room of the capped memory's size from chunk 1 (`WorldStream`)
+        self.static = static and cache and max_cmp is not None
         self.sampler = sampler or EulerSampler(8, mw.config.dit.shift)
         self.g, self.stream, self.log = torch.Generator().manual_seed(seed), None, []
 
@@ -108,32 +124,49 @@ class Session:
     @property
     def res(self): return self.vae.config.res
 
-    def _start(self, scene, character, first_frame, perspective, event, need_world: bool = False) -> np.ndarray:
-        "Check a stream's start and set its world, captions and perspective; returns the first frame (`need_world`: a seed only)."
-        if perspective not in (0, 1): raise ValueError(f"perspective must be 0 (third person) or 1 (first person), got {perspective}")
+    def _start(self, scene, character, first_frame, perspective, event,
+               need_world: bool = False) -> np.ndarray:
+        """Check a stream's start and set its world, captions and perspective; returns the first frame
+        (`need_world`: a seed only)."""
+        if perspective not in (0, 1):
+            raise ValueError(f"perspective must be 0 (third person) or 1 (first person), got {perspective}")
         w = world_of(scene, character)
         if w is not None:
             self.world = w
             cap, self.char_text = w.scene.caption, w.character.words
-            frame = w.render(w.start_state(perspective).pose[None], [0.0], self.res)[0][0] if first_frame is None else first_frame
+            frame = (w.render(w.start_state(perspective).pose[None], [0.0], self.res)[0][0]
+                     if first_frame is None else first_frame)
         else:
-            if need_world: raise ValueError(f"the true world needs a world seed (e.g. 3), not the caption {scene!r}")
-            if first_frame is None: raise ValueError("a scene given as a caption needs a first_frame; or give a world seed (e.g. 3) to start from its view")
-            self.world, cap, self.char_text = None, check_text(scene, 'scene'), check_text(character or '', 'character', empty_ok=True)
+            if need_world:
+                raise ValueError(f"the true world needs a world seed (e.g. 3), not the caption {scene!r}")
+            if first_frame is None:
+                raise ValueError("a scene given as a caption needs a first_frame; "
+                                 "or give a world seed (e.g. 3) to start from its view")
+            self.world, cap, self.char_text = (None, check_text(scene, 'scene'),
+                                               check_text(character or '', 'character', empty_ok=True))
             frame = first_frame
         frame = np.asarray(frame)
-        if frame.shape != (self.res, self.res, 3) or frame.dtype != np.uint8: raise ValueError(f"first_frame must be uint8 ({self.res}, {self.res}, 3), got {frame.dtype} {frame.shape}")
-        char = self.char_text if perspective == 0 else ''                     # the character caption is there in third person only
-        self.captions, self.pending, self.perspective = [cap, char, check_text(event, 'event')], {}, perspective
+        if frame.shape != (self.res, self.res, 3) or frame.dtype != np.uint8:
+            raise ValueError(f"first_frame must be uint8 ({self.res}, {self.res}, 3), "
+                             f"got {frame.dtype} {frame.shape}")
+        # the character caption is there in third person only
+        char = self.char_text if perspective == 0 else ''
+        self.captions, self.pending, self.perspective = ([cap, char, check_text(event, 'event')], {},
+                                                         perspective)
         return frame
 
-    def reset(self, scene=0, character: str = None, first_frame=None, perspective: int = 1, event: str = 'No event.'):
-        """Start a stream. `scene`: a world seed (its caption and start view; `character` one of its characters), or a scene caption with
-        `first_frame` uint8 (H, W, 3) at the model's resolution. Returns the first frame."""
+    def reset(self, scene=0, character: str = None, first_frame=None, perspective: int = 1,
+              event: str = 'No event.'):
+        """Start a stream. `scene`: a world seed (its caption and start view; `character` one of its
+        characters), or a scene caption with `first_frame` uint8 (H, W, 3) at the model's resolution. Returns
+        the first frame."""
         frame = self._start(scene, character, first_frame, perspective, event)
-        t0 = time.perf_counter()                                               # encoding the first frame, the captions and the sink
-        self.stream = WorldStream(self.mw, self.vae, self.C, sampler=self.sampler, cache=self.cache, keep_video=False, bounded=True,
-                                  static=self.static).reset(frames_to_tensor(frame)[None, None], tuple(self.captions), perspective)
+        # encoding the first frame, the captions and the sink
+        t0 = time.perf_counter()
+        self.stream = WorldStream(self.mw, self.vae, self.C, sampler=self.sampler, cache=self.cache,
+                                  keep_video=False, bounded=True,
+                                  static=self.static).reset(frames_to_tensor(frame)[None, None],
+                                                            tuple(self.captions), perspective)
         self.log, self.t, self.reset_ms = [], 0, 1000*(time.perf_counter() - t0)
         return frame
 
@@ -143,21 +176,27 @@ class Session:
         if character is not None: self.pending['char'] = check_text(character, 'character', empty_ok=True)
 
     def actions(self, action) -> torch.Tensor:
-        "One chunk's actions (1, 4·C, 6) from keys ('w+left'), one action (6,) held for the chunk, or (4·C, 6) per frame; checked."
+        """One chunk's actions (1, 4·C, 6) from keys ('w+left'), one action (6,) held for the chunk, or
+        (4·C, 6) per frame; checked."""
         n = T_FACTOR*self.C
-        if action is None or isinstance(action, str):                       # 'v' among the keys switches the perspective
+        # 'v' among the keys switches the perspective
+        if action is None or isinstance(action, str):
             given = (action or '').split('+')
             keys = [k for k in given if k.strip().lower() != 'v']
-            a = np.repeat(keys_action('+'.join(keys), 1 - self.perspective if len(keys) < len(given) else self.perspective)[None], n, 0)
+            a = np.repeat(keys_action('+'.join(keys), (1 - self.perspective if len(keys) < len(given)
+                                                       else self.perspective))[None], n, 0)
         else:
             a = np.asarray(action, dtype=np.float64)
             if a.shape == (6,): a = np.repeat(a[None], n, 0)
-            if a.shape != (n, 6): raise ValueError(f"a chunk takes one action (6,) or {n} of them ({n}, 6), got shape {a.shape}")
+            if a.shape != (n, 6):
+                raise ValueError(f"a chunk takes one action (6,) or {n} of them ({n}, 6), "
+                                 f"got shape {a.shape}")
             for i, r in enumerate(a): check_action(r, f"action {i}")
         return torch.from_numpy(a.astype(np.float32))[None]
 
     def frames(self, action=None, event: str = None):
-        "One chunk, frame by frame as decoded: uint8 (H, W, 3) each. Bad input raises before anything changes."
+        """One chunk, frame by frame as decoded: uint8 (H, W, 3) each. Bad input raises before anything
+        changes."""
         if self.stream is None: raise RuntimeError("call reset() first")
         acts = self.actions(action)
         ev = None if event is None else check_text(event, 'event')
@@ -165,17 +204,20 @@ class Session:
         if 0 in self.pending: self.captions[0] = self.pending[0]
         if 'char' in self.pending: self.char_text = self.pending['char']
         self.pending, self.perspective = {}, int(acts[0, -1, 4])
-        self.captions[1] = self.char_text if self.perspective == 0 else ''    # a switch of perspective brings the character in or out
+        # a switch of perspective brings the character in or out
+        self.captions[1] = self.char_text if self.perspective == 0 else ''
         t0, first, n = time.perf_counter(), None, 0
         for f in self.stream.step_frames(acts, tuple(self.captions), self.g):
             if first is None: first = time.perf_counter() - t0
-            last = time.perf_counter() - t0                                     # the chunk's last frames decoded (the memory update follows)
+            # the chunk's last frames decoded (the memory update follows)
+            last = time.perf_counter() - t0
             for x in tensor_to_frames(f[0]):
                 n += 1
                 yield x
         self.t += 1
-        self.log.append(dict(chunk=self.t, ms=1000*(time.perf_counter() - t0), first_ms=1000*first, last_ms=1000*last, frames=n,
-                             memory_tokens=self.stream.cache.tokens, events=self.captions[2]))
+        self.log.append(dict(chunk=self.t, ms=1000*(time.perf_counter() - t0), first_ms=1000*first,
+                             last_ms=1000*last, frames=n, memory_tokens=self.stream.cache.tokens,
+                             events=self.captions[2]))
 
     def step(self, action=None, event: str = None) -> np.ndarray:
         "One chunk of frames, uint8 (4·C, H, W, 3)."
@@ -183,28 +225,36 @@ class Session:
 
 # %% ../nbs/10_realtime.ipynb #9fd8f1f8
 def fork(session: Session) -> Session:
-    "An independent copy of a playing `session` sharing its weights: it goes on from the same state (history, cache, random stream)."
-    shared = {id(o): o for o in (session.mw, session.vae, session.sampler)}       # deepcopy leaves these alone
+    """An independent copy of a playing `session` sharing its weights: it goes on from the same state
+    (history, cache, random stream)."""
+    # deepcopy leaves these alone
+    shared = {id(o): o for o in (session.mw, session.vae, session.sampler)}
     return copy.deepcopy(session, shared)
 
 # %% ../nbs/10_realtime.ipynb #f7fcf9c3
 def parse_event(spec: str) -> tuple:
     "'at 3s: it starts to snow' -> (3.0, 'it starts to snow')."
-    m = re.fullmatch(r'\s*at\s+(\d+(?:\.\d+)?)\s*s\s*:\s*(.*)', spec if isinstance(spec, str) else '', flags=re.S)
-    if not m: raise ValueError(f"an event reads 'at <seconds>s: <text>', e.g. 'at 3s: it starts to snow'; got {spec!r}")
+    m = re.fullmatch(r'\s*at\s+(\d+(?:\.\d+)?)\s*s\s*:\s*(.*)',
+                     spec if isinstance(spec, str) else '', flags=re.S)
+    if not m:
+        raise ValueError("an event reads 'at <seconds>s: <text>', e.g. 'at 3s: it starts to snow'; "
+                         f"got {spec!r}")
     return float(m[1]), check_text(m[2], 'event')
 
-def play(session: Session, actions, events=(), scene=3, character: str = None, perspective: int = 1) -> np.ndarray:
-    """Play per-frame `actions` (T, 6) from world `scene` with timed `events` [(seconds, text)]: frames uint8 (1 + 4·C·k, H, W, 3), the
-    last chunk padded by standing still."""
+def play(session: Session, actions, events=(), scene=3, character: str = None,
+         perspective: int = 1) -> np.ndarray:
+    """Play per-frame `actions` (T, 6) from world `scene` with timed `events` [(seconds, text)]: frames uint8
+    (1 + 4·C·k, H, W, 3), the last chunk padded by standing still."""
     first = session.reset(scene, character, perspective=perspective)
     n = T_FACTOR*session.C
     k = -(-len(actions)//n)
-    still = still_actions(np.asarray(actions[-1], np.float64))                           # stand still, in the last frame's perspective
+    # stand still, in the last frame's perspective
+    still = still_actions(np.asarray(actions[-1], np.float64))
     acts = np.concatenate([np.asarray(actions, np.float64), np.repeat(still[None], k*n - len(actions), 0)])
     todo, out = sorted(events), [first[None]]
     for i in range(k):
-        end = (1 + (i + 1)*n)/FPS                                             # the time just after the chunk's last frame
+        # the time just after the chunk's last frame
+        end = (1 + (i + 1)*n)/FPS
         due = [e for e in todo if e[0] < end]
         todo = todo[len(due):]
         out.append(session.step(acts[i*n:(i + 1)*n], event=due[-1][1] if due else None))
@@ -215,51 +265,61 @@ DEMO_SCRIPT = 'w*32 right*60 w*32 left*30 space*8 w*8 v+w*24 right*16 v*8 w*16'
 DEMO_FILES = ('demo.mp4', 'strip.png', 'report.html')           # what `demo` writes into its folder
 def _demo_report(p) -> bool:
     with open(p, errors='replace') as f: return '<title>worldplay2 demo</title>' in f.read(4000)
-DEMO_LEGACY = {'report.html': _demo_report,                     # a demo folder of a version before the marker: its report says so
+# a demo folder of a version before the marker: its report says so
+DEMO_LEGACY = {'report.html': _demo_report,
                **dict.fromkeys(('demo.mp4', 'strip.png'), lambda p: _demo_report(p.parent/'report.html'))}
 DEMO_EVENTS = ('at 4s: It starts to snow.', 'at 10s: Fog rolls in.')
 
 def true_frames(world: World, actions, res: int, perspective: int = 1) -> np.ndarray:
-    "The world's own frames of per-frame `actions` (T, 6) from its start, the start frame first: uint8 (1 + T, res, res, 3)."
+    """The world's own frames of per-frame `actions` (T, 6) from its start, the start frame first: uint8
+    (1 + T, res, res, 3)."""
     start = world.start_state(perspective).pose
-    return np.concatenate([world.render(start[None], [0.0], res)[0], true_render(world, start, np.asarray(actions), 1/FPS, res)])
+    return np.concatenate([world.render(start[None], [0.0], res)[0],
+                           true_render(world, start, np.asarray(actions), 1/FPS, res)])
 
 class WorldSession(Session):
-    """The world's own renderer behind the `Session` interface: `step(keys)` returns the true frames of the commanded actions. A
-    reference to play beside a model, and what a player's wiring (keys -> actions -> frames) is tested with. Typed events and caption
-    edits are checked and kept in `captions` but change nothing: the true world has no events."""
+    """The world's own renderer behind the `Session` interface: `step(keys)` returns the true frames of the
+    commanded actions. A reference to play beside a model, and what a player's wiring
+    (keys -> actions -> frames) is tested with. Typed events and caption edits are checked and kept in
+    `captions` but change nothing: the true world has no events."""
     def __init__(self, res: int = 128, chunk: int = 2):
         self._res, self.C, self.log, self.world = res, chunk, [], None
 
     @property
     def res(self): return self._res
 
-    def reset(self, scene=0, character: str = None, first_frame=None, perspective: int = 1, event: str = 'No event.'):
-        "Start from world seed `scene`'s start view (a caption alone has no world to render; `first_frame` is not used). Returns the first frame."
+    def reset(self, scene=0, character: str = None, first_frame=None, perspective: int = 1,
+              event: str = 'No event.'):
+        """Start from world seed `scene`'s start view (a caption alone has no world to render; `first_frame`
+        is not used). Returns the first frame."""
         frame = self._start(scene, character, None, perspective, event, need_world=True)
         self.state, self.t, self.log = self.world.start_state(perspective), 0, []
         return frame
 
     def frames(self, action=None, event: str = None):
-        "One chunk of true frames, one by one: uint8 (H, W, 3) each. Bad input raises before anything changes."
+        """One chunk of true frames, one by one: uint8 (H, W, 3) each. Bad input raises before anything
+        changes."""
         if self.world is None: raise RuntimeError("call reset() first")
         acts = self.actions(action)[0].numpy().astype(np.float64)
         if event is not None: self.captions[2] = check_text(event, 'event')
-        self.perspective, t0, first, n0 = int(acts[-1, 4]), time.perf_counter(), None, 1 + T_FACTOR*self.C*self.t
+        self.perspective, t0, first, n0 = (int(acts[-1, 4]), time.perf_counter(), None,
+                                           1 + T_FACTOR*self.C*self.t)
         for i, a in enumerate(acts):
             self.state, _ = self.world.step(self.state, a, (n0 + i)/FPS)
             frame = self.world.render(self.state.pose[None], [(n0 + i)/FPS], self._res)[0][0]
             if first is None: first = time.perf_counter() - t0
             yield frame
         self.t += 1
-        self.log.append(dict(chunk=self.t, ms=1000*(time.perf_counter() - t0), first_ms=1000*first, frames=len(acts), memory_tokens=0,
-                             events=self.captions[2]))
+        self.log.append(dict(chunk=self.t, ms=1000*(time.perf_counter() - t0), first_ms=1000*first,
+                             frames=len(acts), memory_tokens=0, events=self.captions[2]))
 
-def demo(session: Session, out, script: str = DEMO_SCRIPT, events=DEMO_EVENTS, scene=3, what: str = '') -> dict:
-    """Play `script` with `events` from world `scene`; write out/demo.mp4, out/strip.png (generated over true, every 16th frame) and
-    out/report.html (frames/s, latency and memory tokens per chunk, PSNR against the true render per chunk, `sharpness` beside it).
-    The folder may hold other things; a file of these names that worldplay2 did not write is refused before any work (see
-    `claim_outputs`). Returns the measurements."""
+def demo(session: Session, out, script: str = DEMO_SCRIPT, events=DEMO_EVENTS, scene=3,
+         what: str = '') -> dict:
+    """Play `script` with `events` from world `scene`; write out/demo.mp4, out/strip.png (generated over true,
+    every 16th frame) and out/report.html (frames/s, latency and memory tokens per chunk, PSNR against the
+    true render per chunk, `sharpness` beside it). The folder may hold other things; a file of these names
+    that worldplay2 did not write is refused before any work (see `claim_outputs`). Returns the
+    measurements."""
     from pathlib import Path
     from PIL import Image
     import io
@@ -271,63 +331,78 @@ def demo(session: Session, out, script: str = DEMO_SCRIPT, events=DEMO_EVENTS, s
     t0 = time.perf_counter()
     gen = play(session, acts, evs, scene)
     dt = time.perf_counter() - t0
-    true = true_frames(session.world, session.stream.acts[0, 1:].numpy(), session.res)          # the actions played, padding included
+    # the actions played, padding included
+    true = true_frames(session.world, session.stream.acts[0, 1:].numpy(), session.res)
     n = T_FACTOR*session.C
-    psnr = [recon_metrics(frames_to_tensor(true[None, 1 + i*n:1 + (i + 1)*n]), frames_to_tensor(gen[None, 1 + i*n:1 + (i + 1)*n]))['psnr']
+    psnr = [recon_metrics(frames_to_tensor(true[None, 1 + i*n:1 + (i + 1)*n]),
+                          frames_to_tensor(gen[None, 1 + i*n:1 + (i + 1)*n]))['psnr']
             for i in range(len(session.log))]
     own_outputs(out, DEMO_FILES)
     write_mp4(gen, out/'demo.mp4')
     pick = np.arange(0, len(gen), 16)
-    png = io.BytesIO(); Image.fromarray(frame_strip(np.concatenate([gen[pick], true[pick]]), cols=len(pick))).save(png, format='PNG')
+    png = io.BytesIO()
+    Image.fromarray(frame_strip(np.concatenate([gen[pick], true[pick]]),
+                                cols=len(pick))).save(png, format='PNG')
     write_bytes_atomic(out/'strip.png', png.getvalue())
     log = session.log
-    res = dict(fps=round((len(gen) - 1)/dt, 2), frames=len(gen), seconds=round(len(gen)/FPS, 2), first_frame_ms=round(log[0]['first_ms'], 1),
-               chunk_ms_median=round(float(np.median([r['ms'] for r in log])), 1), memory_tokens_last=log[-1]['memory_tokens'],
-               psnr_vs_true=round(float(np.mean(psnr)), 2), sharpness=sharpness(gen[1:], true[1:]),
-               psnr_by_chunk=[round(float(p), 2) for p in psnr],
+    res = dict(fps=round((len(gen) - 1)/dt, 2), frames=len(gen), seconds=round(len(gen)/FPS, 2),
+               first_frame_ms=round(log[0]['first_ms'], 1),
+               chunk_ms_median=round(float(np.median([r['ms'] for r in log])), 1),
+               memory_tokens_last=log[-1]['memory_tokens'], psnr_vs_true=round(float(np.mean(psnr)), 2),
+               sharpness=sharpness(gen[1:], true[1:]), psnr_by_chunk=[round(float(p), 2) for p in psnr],
                events=[list(e) for e in evs], script=script, model=what, cpu=cpu_info(),
-               files=dict(video=str(out/'demo.mp4'), strip=str(out/'strip.png'), report=str(out/'report.html')))
+               files=dict(video=str(out/'demo.mp4'), strip=str(out/'strip.png'),
+                          report=str(out/'report.html')))
     _report(out/'report.html', res, log, psnr)
     return res
 
 def _report(path, res: dict, log, psnr):
-    "The demo's HTML page: the numbers, the strip, and per-chunk latency, memory tokens and PSNR plots (plotly, inlined: works offline)."
+    """The demo's HTML page: the numbers, the strip, and per-chunk latency, memory tokens and PSNR plots
+    (plotly, inlined: works offline)."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
     ch = [r['chunk'] for r in log]
-    fig = make_subplots(rows=1, cols=3, subplot_titles=('ms per chunk', 'memory tokens cached', 'PSNR vs true render (dB)'))
+    fig = make_subplots(rows=1, cols=3, subplot_titles=('ms per chunk', 'memory tokens cached',
+                                                        'PSNR vs true render (dB)'))
     fig.add_trace(go.Scatter(x=ch, y=[r['ms'] for r in log], name='chunk'), 1, 1)
     fig.add_trace(go.Scatter(x=ch, y=[r['first_ms'] for r in log], name='first frame'), 1, 1)
     fig.add_trace(go.Scatter(x=ch, y=[r['memory_tokens'] for r in log], name='tokens'), 1, 2)
     fig.add_trace(go.Scatter(x=ch, y=psnr, name='PSNR'), 1, 3)
     fig.update_layout(height=340, width=1100, showlegend=False)
     import html as H
-    rows = ''.join(f'<tr><td>{H.escape(k)}</td><td>{H.escape(str(v))}</td></tr>' for k, v in res.items() if k != 'files')   # event text is the user's
-    html = (f"<!doctype html><html><head><meta charset='utf-8'><title>worldplay2 demo</title></head><body style='font-family:sans-serif'>"
-            f"<h1>worldplay2 demo</h1><table>{rows}</table><h2>Generated (top) over the world's true render (bottom), every 16th frame</h2>"
-            f"<img src='strip.png' style='image-rendering:pixelated;max-width:100%'><p><a href='demo.mp4'>the video</a></p>"
+    # event text is the user's
+    rows = ''.join(f'<tr><td>{H.escape(k)}</td><td>{H.escape(str(v))}</td></tr>'
+                   for k, v in res.items() if k != 'files')
+    html = ("<!doctype html><html><head><meta charset='utf-8'><title>worldplay2 demo</title></head><body "
+            f"style='font-family:sans-serif'><h1>worldplay2 demo</h1><table>{rows}</table><h2>Generated "
+            "(top) over the world's true render (bottom), every 16th frame</h2><img src='strip.png' "
+            "style='image-rendering:pixelated;max-width:100%'><p><a href='demo.mp4'>the video</a></p>"
             f"{fig.to_html(full_html=False, include_plotlyjs=True)}</body></html>")
     write_bytes_atomic(path, html.encode())
 
 # %% ../nbs/10_realtime.ipynb #33b3aeba
 def int8_world(mw: MemoryWorld) -> MemoryWorld:
-    """A copy of `mw` whose DiT runs every `nn.Linear` in dynamic int8 (weights int8, activations quantised on the fly). The caption
-    encoder stays fp32: its output is cached per field, so it runs only when a caption changes."""
+    """A copy of `mw` whose DiT runs every `nn.Linear` in dynamic int8 (weights int8, activations quantised on
+    the fly). The caption encoder stays fp32: its output is cached per field, so it runs only when a caption
+    changes."""
     import copy, warnings
     m = copy.deepcopy(mw).eval()
-    with warnings.catch_warnings():                                   # torch.ao's notice that torchao will take this over one day
+    # torch.ao's notice that torchao will take this over one day
+    with warnings.catch_warnings():
         warnings.simplefilter('ignore')
         m.model.dit = torch.ao.quantization.quantize_dynamic(m.model.dit, {nn.Linear}, dtype=torch.qint8)
     return m
 
 class FusedSelfAttention(Attention):
-    "Self-attention taking q, k and v from one `Linear` (d -> 3·d): one matrix product where `Attention` runs two (q, then k and v)."
+    """Self-attention taking q, k and v from one `Linear` (d -> 3·d): one matrix product where `Attention`
+    runs two (q, then k and v)."""
     def __init__(self, a: Attention):
         nn.Module.__init__(self)
         d = a.q.in_features
         self.heads, self.o, self.qkv = a.heads, a.o, nn.Linear(d, 3*d).to(a.q.weight)
         with torch.no_grad():
-            self.qkv.weight.copy_(torch.cat([a.q.weight, a.kv.weight])); self.qkv.bias.copy_(torch.cat([a.q.bias, a.kv.bias]))
+            self.qkv.weight.copy_(torch.cat([a.q.weight, a.kv.weight]))
+            self.qkv.bias.copy_(torch.cat([a.q.bias, a.kv.bias]))
 
     def forward(self, x, kv=None, ang=None, mask=None, past=None, keep=None):
         if kv is not None: raise ValueError("a fused self-attention attends its own tokens: kv must be None")
@@ -335,16 +410,19 @@ class FusedSelfAttention(Attention):
         return self.attend(q, k, v, ang, mask, past, keep)
 
 def fused_world(mw: MemoryWorld) -> MemoryWorld:
-    "A copy of `mw` whose DiT blocks run self-attention with fused QKV (`FusedSelfAttention`); the same function, fewer products."
+    """A copy of `mw` whose DiT blocks run self-attention with fused QKV (`FusedSelfAttention`); the same
+    function, fewer products."""
     m = copy.deepcopy(mw).eval()
     for blk in m.model.dit.blocks: blk.attn = FusedSelfAttention(blk.attn)
     return m
 
 def compiled_world(mw: MemoryWorld) -> MemoryWorld:
-    """A copy of `mw` whose DiT blocks run through `torch.compile` (static shapes: one graph per kind of call — a chunk over its room,
-    the sink, new temporal latents, a new compressed step — built at its first call, ~10–30 s each on this CPU)."""
+    """A copy of `mw` whose DiT blocks run through `torch.compile` (static shapes: one graph per kind of call
+    — a chunk over its room, the sink, new temporal latents, a new compressed step — built at its first call,
+    ~10–30 s each on this CPU)."""
     import torch._dynamo
-    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 32)   # a graph per call shape, each built once
+    # a graph per call shape, each built once
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 32)
     m = copy.deepcopy(mw).eval()
     for blk in m.model.dit.blocks: blk.compile(dynamic=False)
     return m
@@ -355,8 +433,9 @@ def _window_ms(log, k: int, n: int = 5, field: str = 'ms'):
 
 @torch.no_grad()
 def run_stream(session: Session, chunks: int, scene=3, fork_at=()) -> dict:
-    """Play `chunks` chunks of a fixed key pattern from world `scene`: frames/s over the run, first-frame latency, the session log, and
-    `forks`: {k: a fork of the session about to play chunk k} for each k in `fork_at` (taken outside the timed run)."""
+    """Play `chunks` chunks of a fixed key pattern from world `scene`: frames/s over the run, first-frame
+    latency, the session log, and `forks`: {k: a fork of the session about to play chunk k} for each k in
+    `fork_at` (taken outside the timed run)."""
     pattern = ['w', 'w', 'w+right', 'w', 'w+left', 'a', 'd', 'w']
     session.reset(scene)
     forks, dt = {}, 0.0
@@ -365,14 +444,16 @@ def run_stream(session: Session, chunks: int, scene=3, fork_at=()) -> dict:
         t0 = time.perf_counter()
         session.step(pattern[i % len(pattern)])
         dt += time.perf_counter() - t0
-    return dict(fps=round(T_FACTOR*session.C*chunks/dt, 2), first_frame_ms=round(session.log[0]['first_ms'], 1), reset_ms=round(session.reset_ms, 1),
+    return dict(fps=round(T_FACTOR*session.C*chunks/dt, 2),
+                first_frame_ms=round(session.log[0]['first_ms'], 1), reset_ms=round(session.reset_ms, 1),
                 log=session.log, forks=forks)
 
 @torch.no_grad()
 def chunk_ms_side_by_side(forks: dict, rounds: int = 7, key: str = 'w', field: str = 'ms') -> dict:
-    """Milliseconds of the next chunk from each of `forks` {k: session about to play chunk k}, in interleaved rounds (each round times
-    every horizon once, on a fresh fork), so that a change in the machine's speed hits all horizons alike: the median per horizon.
-    `field`: 'ms' (the whole chunk, its memory update included), 'last_ms' (key to the chunk's last frame), or a tuple of them."""
+    """Milliseconds of the next chunk from each of `forks` {k: session about to play chunk k}, in interleaved
+    rounds (each round times every horizon once, on a fresh fork), so that a change in the machine's speed
+    hits all horizons alike: the median per horizon. `field`: 'ms' (the whole chunk, its memory update
+    included), 'last_ms' (key to the chunk's last frame), or a tuple of them."""
     fields = (field,) if isinstance(field, str) else tuple(field)
     ms = {(k, f_): [] for k in forks for f_ in fields}
     for _ in range(rounds):
@@ -384,30 +465,38 @@ def chunk_ms_side_by_side(forks: dict, rounds: int = 7, key: str = 'w', field: s
     out = {f_: {str(k): med(k, f_) for k in forks} for f_ in fields}
     return out[field] if isinstance(field, str) else out
 
-SPEED_VARIANTS = {'fp32': lambda mw: mw, 'int8': int8_world, 'fused-int8': lambda mw: int8_world(fused_world(mw)), 'compiled-fp32': compiled_world}
+SPEED_VARIANTS = {'fp32': lambda mw: mw, 'int8': int8_world,
+                  'fused-int8': lambda mw: int8_world(fused_world(mw)), 'compiled-fp32': compiled_world}
 
-def bench_stream(mw: MemoryWorld, vae, sampler, at=(1, 10, 100, 1000), chunk: int = 2, max_cmp: int = 64, naive_chunks: int = 8,
-                 naive_steps: int = 30, variants=tuple(SPEED_VARIANTS), growing: bool = True, threads=(None,), rounds: int = 7) -> dict:
-    """Streaming speed of `mw` with `sampler` (e.g. the 4-step student's) over max(at) + 4 chunks: frames/s, first-frame latency,
-    peak memory, and the latency of chunk k for each k in `at` — timed side by side from forks of the run taken at those chunks
-    (`chunk_ms`: the whole chunk, its memory update included; `latency_ms`: from the key to the chunk's last frame; medians of `rounds`
-    interleaved rounds), and as the run met them (`chunk_ms_in_run`, median of chunks k … k+4) — for
-    each of `variants` (`SPEED_VARIANTS`: weights fp32, dynamic int8, int8 with fused QKV, compiled fp32; each thread count), all with
-    the static room. The fastest is the one whose chunk after max(at) is quickest when the variants' forks from there play it side by
-    side, in interleaved rounds (`variant_chunk_ms`: a drift of the machine's speed between the variants' runs cannot pick it); its
-    figures are reported first. With `growing`, the fastest again with a room that grows as the memory fills; beside the naive path
-    over `naive_chunks` chunks. Every variant first plays a few chunks untimed (where a compiled one builds its graphs)."""
+def bench_stream(mw: MemoryWorld, vae, sampler, at=(1, 10, 100, 1000), chunk: int = 2, max_cmp: int = 64,
+                 naive_chunks: int = 8, naive_steps: int = 30, variants=tuple(SPEED_VARIANTS),
+                 growing: bool = True, threads=(None,), rounds: int = 7) -> dict:
+    """Streaming speed of `mw` with `sampler` (e.g. the 4-step student's) over max(at) + 4 chunks: frames/s,
+    first-frame latency, peak memory, and the latency of chunk k for each k in `at` — timed side by side from
+    forks of the run taken at those chunks (`chunk_ms`: the whole chunk, its memory update included;
+    `latency_ms`: from the key to the chunk's last frame; medians of `rounds` interleaved rounds), and as the
+    run met them (`chunk_ms_in_run`, median of chunks k … k+4) — for each of `variants` (`SPEED_VARIANTS`:
+    weights fp32, dynamic int8, int8 with fused QKV, compiled fp32; each thread count), all with the static
+    room. The fastest is the one whose chunk after max(at) is quickest when the variants' forks from there
+    play it side by side, in interleaved rounds (`variant_chunk_ms`: a drift of the machine's speed between
+    the variants' runs cannot pick it); its figures are reported first. With `growing`, the fastest again with
+    a room that grows as the memory fills; beside the naive path over `naive_chunks` chunks. Every variant
+    first plays a few chunks untimed (where a compiled one builds its graphs)."""
     unknown = set(variants) - set(SPEED_VARIANTS)
-    if unknown: raise ValueError(f"unknown speed variants {sorted(unknown)}; known: {', '.join(SPEED_VARIANTS)}")
+    if unknown:
+        raise ValueError(f"unknown speed variants {sorted(unknown)}; known: {', '.join(SPEED_VARIANTS)}")
     n = max(at) + 4
     def one(m, static: bool):
         "The run's figures, and its fork about to play chunk max(at) + 1."
-        run_stream(Session(m, vae, sampler, chunk, max_cmp, static=static), 3)                  # warm-up, untimed
+        # warm-up, untimed
+        run_stream(Session(m, vae, sampler, chunk, max_cmp, static=static), 3)
         r = run_stream(Session(m, vae, sampler, chunk, max_cmp, static=static), n, fork_at=at)
         steady = r['forks'][max(at)]
         return dict(fps=r['fps'], first_frame_ms=r['first_frame_ms'], reset_ms=r['reset_ms'],
                     memory_tokens_at={str(k): f.stream.cache.tokens for k, f in r['forks'].items()},
-                    **dict(zip(('chunk_ms', 'latency_ms'), chunk_ms_side_by_side(r.pop('forks'), rounds, field=('ms', 'last_ms')).values())),
+                    **dict(zip(('chunk_ms', 'latency_ms'),
+                               chunk_ms_side_by_side(r.pop('forks'), rounds,
+                                                     field=('ms', 'last_ms')).values())),
                     chunk_ms_in_run={str(k): _window_ms(r['log'], k) for k in at},
                     last_frame_ms_in_run={str(k): _window_ms(r['log'], k, field='last_ms') for k in at},
                     memory_tokens=r['log'][-1]['memory_tokens']), steady
@@ -419,53 +508,67 @@ def bench_stream(mw: MemoryWorld, vae, sampler, at=(1, 10, 100, 1000), chunk: in
             key = name + (f'-{th}t' if th else '')
             (runs[key], last[key]), of[key] = one(made[name], True), (name, th)
     side = {}
-    for th in threads:                                                          # each variant's chunk max(at) + 1, side by side (per thread count)
+    # each variant's chunk max(at) + 1, side by side (per thread count)
+    for th in threads:
         if th: torch.set_num_threads(th)
         side.update(chunk_ms_side_by_side({k: f for k, f in last.items() if of[k][1] == th}, rounds))
     best = min(side, key=side.get)
     ratio = lambda r, f='chunk_ms': round(r[f][str(max(at))]/r[f][str(min(at))], 3)
     grow = None
-    if growing:                                                                  # the fastest again, its room growing with the memory
+    # the fastest again, its room growing with the memory
+    if growing:
         name, th = of[best]
         if th: torch.set_num_threads(th)
         grow = one(made[name], False)[0]
-        grow['chunk_ratio_last_first'], grow['latency_ratio_last_first'] = ratio(grow), ratio(grow, 'latency_ms')
+        grow['chunk_ratio_last_first'], grow['latency_ratio_last_first'] = (ratio(grow),
+                                                                            ratio(grow, 'latency_ms'))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024
-    r_naive = run_stream(Session(with_memory(mw, mode='full'), vae, EulerSampler(naive_steps, mw.config.dit.shift), chunk, max_cmp=None, cache=False), naive_chunks)
-    out = dict(best=best, **runs[best], naive_fps=r_naive['fps'], naive_first_frame_ms=r_naive['first_frame_ms'], peak_mb=round(peak),
-               speedup_vs_naive=round(runs[best]['fps']/r_naive['fps'], 1), chunk_ratio_last_first=ratio(runs[best]),
+    r_naive = run_stream(Session(with_memory(mw, mode='full'), vae,
+                                 EulerSampler(naive_steps, mw.config.dit.shift), chunk, max_cmp=None,
+                                 cache=False), naive_chunks)
+    out = dict(best=best, **runs[best], naive_fps=r_naive['fps'],
+               naive_first_frame_ms=r_naive['first_frame_ms'], peak_mb=round(peak),
+               speedup_vs_naive=round(runs[best]['fps']/r_naive['fps'], 1),
+               chunk_ratio_last_first=ratio(runs[best]),
                latency_ratio_last_first=ratio(runs[best], 'latency_ms'),
-               variants={k: v['fps'] for k, v in runs.items()}, variant_chunk_ms=side,
-               growing_room=grow, chunk=chunk, frames_per_chunk=T_FACTOR*chunk, steps=getattr(sampler, 'steps', None),
-               naive=dict(chunks=naive_chunks, steps=naive_steps, cache=False, memory='full'), threads=torch.get_num_threads(),
+               variants={k: v['fps'] for k, v in runs.items()}, variant_chunk_ms=side, growing_room=grow,
+               chunk=chunk, frames_per_chunk=T_FACTOR*chunk, steps=getattr(sampler, 'steps', None),
+               naive=dict(chunks=naive_chunks, steps=naive_steps, cache=False, memory='full'),
+               threads=torch.get_num_threads(),
                cpu=cpu_info())                                                 # a timing names its machine
     return out
 
 
 # %% ../nbs/10_realtime.ipynb #9d653876
-STEER_KEYS = dict(right='left', left='right', up='down', down='up', w='s', s='w', d='a', a='d')   # each movement key: its opposite
+# each movement key: its opposite
+STEER_KEYS = dict(right='left', left='right', up='down', down='up', w='s', s='w', d='a', a='d')
 TURN_KEYS = ('right', 'left')
 
 def steering(session: Session, keys=tuple(STEER_KEYS), chunks: int = 3, seeds=range(8)) -> dict:
-    """Each of `keys` held for `chunks` chunks from the start view of each world seed in `seeds`: is the generated clip nearer (PSNR,
-    frames after the first) the world's true render of that key than of its opposite? -> `accuracy` over all clips, `by_key`, and for
-    the turns the view's horizontal `drift` beside the true render's: `sign_accuracy` and `drift_ratio`; `worlds` has every clip."""
+    """Each of `keys` held for `chunks` chunks from the start view of each world seed in `seeds`: is the
+    generated clip nearer (PSNR, frames after the first) the world's true render of that key than of its
+    opposite? -> `accuracy` over all clips, `by_key`, and for the turns the view's horizontal `drift` beside
+    the true render's: `sign_accuracy` and `drift_ratio`; `worlds` has every clip."""
     bad = [k for k in keys if k not in STEER_KEYS]
-    if bad or not keys: raise ValueError(f"steering judges the movement keys {', '.join(STEER_KEYS)}; got {list(keys)}")
+    if bad or not keys:
+        raise ValueError(f"steering judges the movement keys {', '.join(STEER_KEYS)}; got {list(keys)}")
     worlds, n = {}, T_FACTOR*session.C*chunks
     for sc in seeds:
         for key in keys:
             first = session.reset(sc)
             gen = np.concatenate([first[None]] + [session.step(key) for _ in range(chunks)])
-            true, opp = (true_frames(session.world, parse_script(f"{k}*{n}"), session.res) for k in (key, STEER_KEYS[key]))
-            r = dict(psnr_true=round(psnr(gen[1:], true[1:]), 3), psnr_opposite=round(psnr(gen[1:], opp[1:]), 3))
+            true, opp = (true_frames(session.world, parse_script(f"{k}*{n}"), session.res)
+                         for k in (key, STEER_KEYS[key]))
+            r = dict(psnr_true=round(psnr(gen[1:], true[1:]), 3),
+                     psnr_opposite=round(psnr(gen[1:], opp[1:]), 3))
             r['right'] = bool(r['psnr_true'] > r['psnr_opposite'])
             if key in TURN_KEYS: r |= dict(generated=drift(gen), true=drift(true))
             worlds.setdefault(str(sc), {})[key] = r
     rs = lambda k=None: [r[kk] for r in worlds.values() for kk in keys if k in (None, kk)]
     acc = lambda k=None: round(float(np.mean([r['right'] for r in rs(k)])), 3)
     out = dict(worlds=worlds, seeds=[int(s) for s in seeds], chunks=chunks, clips=len(rs()), accuracy=acc(),
-               by_key={k: acc(k) for k in keys}, psnr_true=round(float(np.mean([r['psnr_true'] for r in rs()])), 3))
+               by_key={k: acc(k) for k in keys},
+               psnr_true=round(float(np.mean([r['psnr_true'] for r in rs()])), 3))
     turns = [r for r in rs() if 'generated' in r]
     if turns:
         g, t = (np.array([r[w] for r in turns], float) for w in ('generated', 'true'))

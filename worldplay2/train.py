@@ -16,48 +16,61 @@ from pathlib import Path
 import torch
 import lightning as L
 import numpy as np
-from .data import (WorldDataModule, list_episodes, write_json_atomic, read_episode, split_episodes, event_at, atomic_dir,
-                             load_json, frames_to_tensor, claim_outputs, own_outputs)
-from .vae import CausalVAE, LitVAE, vae_config, save_vae, load_vae, save_weights, load_weights, load_net, fit_latent_stats, bench_vae, pca_init
-from .dit import WorldModel, FlowMatching, flow_step, model_config, with_new_parts, has_part, NEW_PARTS, fit_token_basis, with_token_basis
+from .data import (WorldDataModule, list_episodes, write_json_atomic, read_episode, split_episodes,
+                             event_at, atomic_dir, load_json, frames_to_tensor, claim_outputs, own_outputs)
+from .vae import (CausalVAE, LitVAE, vae_config, save_vae, load_vae, save_weights, load_weights,
+                            load_net, fit_latent_stats, bench_vae, pca_init)
+from .dit import (WorldModel, FlowMatching, flow_step, model_config, with_new_parts, has_part,
+                            NEW_PARTS, fit_token_basis, with_token_basis)
 from .controls import mirror_actions
 
 # %% ../nbs/05_training.ipynb #84f8ae39
 def check_latents_match(have: 'VAEConfig', need: 'VAEConfig', what: str, who: str):
-    "Raise if the VAE config `have` (`what`) makes latents of another resolution or channel count than `need` (what `who` expects)."
+    """Raise if the VAE config `have` (`what`) makes latents of another resolution or channel count than
+    `need` (what `who` expects)."""
     if (have.res, have.z_ch) != (need.res, need.z_ch):
-        raise ValueError(f"{what} makes {have.res}px/{have.z_ch}-channel latents; {who} needs {need.res}px/{need.z_ch}")
+        raise ValueError(f"{what} makes {have.res}px/{have.z_ch}-channel latents; "
+                         f"{who} needs {need.res}px/{need.z_ch}")
 
 def check_data(roots, res: int):
     "All episodes under `roots` at `res` pixels; raises a clear error otherwise. Returns the episode count."
     roots = [roots] if isinstance(roots, (str, Path)) else list(roots)
     eps = [p for r in roots for p in list_episodes(r)]
-    if not eps: raise ValueError(f"no episodes under {roots}: generate some with `worldplay2 data generate --res {res} ...`")
+    if not eps:
+        raise ValueError(f"no episodes under {roots}: "
+                         f"generate some with `worldplay2 data generate --res {res} ...`")
     bad = [p for p in eps if json.loads((p/'meta.json').read_text()).get('res') != res]
-    if bad: raise ValueError(f"{len(bad)} episodes (e.g. {bad[0]}) are not {res}x{res}: regenerate with `worldplay2 data generate --res {res} ...`")
+    if bad:
+        raise ValueError(f"{len(bad)} episodes (e.g. {bad[0]}) are not {res}x{res}: "
+                         f"regenerate with `worldplay2 data generate --res {res} ...`")
     return len(eps)
 
 def quiet_lightning():
-    "Silence Lightning's advice that does not apply to these small CPU runs (worker counts, accelerators, log intervals, a frozen model)."
+    """Silence Lightning's advice that does not apply to these small CPU runs (worker counts, accelerators,
+    log intervals, a frozen model)."""
     import warnings, logging
-    warnings.filterwarnings('ignore', message='.*(num_workers|does not have many workers|GPU available|TPU available|HPU available|treespec|'
-                            'logging interval|val_dataloader|in eval mode|infer the `batch_size`|litlogger).*')
+    warnings.filterwarnings('ignore', message='.*(num_workers|does not have many workers|GPU available|'
+                            'TPU available|HPU available|treespec|logging interval|val_dataloader|'
+                            'in eval mode|infer the `batch_size`|litlogger).*')
     logging.getLogger('lightning.pytorch').setLevel(logging.ERROR)
 
 class RunInterrupted(Exception):
     "A run stopped by SIGINT or SIGTERM after writing its last checkpoint: the same command continues it."
     def __init__(self, msg: str, signal_name: str = 'SIGINT'):
-        super().__init__(msg); self.exit_status = 143 if signal_name == 'SIGTERM' else 130       # the shell's 128 + signal
+        # the shell's 128 + signal
+        super().__init__(msg); self.exit_status = 143 if signal_name == 'SIGTERM' else 130
 
 class RunGuard(L.Callback):
-    """Keeps a run resumable. Writes `out/checkpoints/last.ckpt` atomically (a temporary file, then a rename) every `every_steps`
-    optimizer steps, every `every_s` seconds, and at the first step end after SIGINT or SIGTERM — then raises `RunInterrupted`
-    (a second Ctrl-C stops at once). `max_time`: seconds of training in this invocation, after which it saves and stops as a
-    finished run does (a rerun trains as long again). On resume it refuses a checkpoint of another model (the first parameter
-    that differs, named) and stretches a one-cycle schedule to a new `max_steps`."""
+    """Keeps a run resumable. Writes `out/checkpoints/last.ckpt` atomically (a temporary file, then a rename)
+    every `every_steps` optimizer steps, every `every_s` seconds, and at the first step end after SIGINT or
+    SIGTERM — then raises `RunInterrupted` (a second Ctrl-C stops at once). `max_time`: seconds of training in
+    this invocation, after which it saves and stops as a finished run does (a rerun trains as long again). On
+    resume it refuses a checkpoint of another model (the first parameter that differs, named) and stretches a
+    one-cycle schedule to a new `max_steps`."""
     def __init__(self, out, every_steps: int = 100, every_s: float = 300.0, max_time: float = None):
         super().__init__()
-        self.path, self.every_steps, self.every_s, self.max_time = Path(out)/'checkpoints'/'last.ckpt', every_steps, every_s, max_time
+        self.path, self.every_steps, self.every_s, self.max_time = (Path(out)/'checkpoints'/'last.ckpt',
+                                                                    every_steps, every_s, max_time)
         self.signal, self._old = None, {}
 
     def setup(self, trainer, pl_module, stage):
@@ -66,40 +79,49 @@ class RunGuard(L.Callback):
         for k, v in pl_module.state_dict().items():
             if k not in have or have[k].shape != v.shape:
                 was = 'no such parameter' if k not in have else f"{k} is {tuple(have[k].shape)}"
-                raise ValueError(f"{self.path} holds a checkpoint of another model ({was}; this run's {k} is {tuple(v.shape)}): "
+                raise ValueError(f"{self.path} holds a checkpoint of another model "
+                                 f"({was}; this run's {k} is {tuple(v.shape)}): "
                                  "rerun with the settings it was started with, or give another --out")
 
     def on_load_checkpoint(self, trainer, pl_module, checkpoint):
-        for s in checkpoint.get('lr_schedulers', []):                        # OneCycleLR keeps its length: stretch it to max_steps
+        # OneCycleLR keeps its length: stretch it to max_steps
+        for s in checkpoint.get('lr_schedulers', []):
             old = s.get('total_steps')
             if old and trainer.max_steps > 0 and old != trainer.max_steps:
                 s['total_steps'] = trainer.max_steps
-                for ph in s.get('_schedule_phases', []): ph['end_step'] = (ph['end_step'] + 1)*trainer.max_steps/old - 1
+                for ph in s.get('_schedule_phases', []):
+                    ph['end_step'] = (ph['end_step'] + 1)*trainer.max_steps/old - 1
 
     def on_train_start(self, trainer, pl_module):
         import signal, threading
         self.t0 = self.saved_at = time.monotonic(); self.saved_step = trainer.global_step
         if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM): self._old[sig] = signal.getsignal(sig); signal.signal(sig, self._on_signal)
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._old[sig] = signal.getsignal(sig); signal.signal(sig, self._on_signal)
 
     def _on_signal(self, sig, frame):
         import signal
-        if self.signal is not None and sig == signal.SIGINT: raise KeyboardInterrupt                # a second Ctrl-C: at once
+        # a second Ctrl-C: at once
+        if self.signal is not None and sig == signal.SIGINT: raise KeyboardInterrupt
         self.signal = signal.Signals(sig).name
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        now, reduce = time.monotonic(), lambda b: trainer.strategy.reduce_boolean_decision(b, all=False)   # every rank alike
+        # every rank alike
+        now, reduce = time.monotonic(), lambda b: trainer.strategy.reduce_boolean_decision(b, all=False)
         timed = self.max_time is not None and now - self.t0 >= self.max_time
-        due = reduce(self.signal is not None or timed or now - self.saved_at >= self.every_s)    # one collective a step
+        # one collective a step
+        due = reduce(self.signal is not None or timed or now - self.saved_at >= self.every_s)
         stop = due and reduce(self.signal is not None or timed)
         if due or trainer.global_step - self.saved_step >= self.every_steps: self.save(trainer)
         if stop: trainer.should_stop = True
 
     def on_train_end(self, trainer, pl_module):
         self._restore()
-        if trainer.global_step != self.saved_step: self.save(trainer)              # a finished run can be continued to more steps
+        # a finished run can be continued to more steps
+        if trainer.global_step != self.saved_step: self.save(trainer)
         if self.signal is not None:
-            raise RunInterrupted(f"{self.signal} at step {trainer.global_step}: saved {self.path}; the same command continues the run",
+            raise RunInterrupted(f"{self.signal} at step {trainer.global_step}: saved {self.path}; "
+                                 "the same command continues the run",
                                  self.signal)
 
     def on_exception(self, trainer, pl_module, exception): self._restore()
@@ -115,11 +137,12 @@ class RunGuard(L.Callback):
         for sig, h in self._old.items(): signal.signal(sig, h)
         self._old = {}
 
-def make_trainer(out: Path, max_steps: int, devices=1, strategy='auto', val_every: int = 250, ckpt_every: int = 100,
-                 accelerator='auto', progress=True, callbacks=(), max_time=None, ckpt_every_s: float = 300.0, **kw) -> L.Trainer:
-    """A Trainer that keeps `out/checkpoints/last.ckpt` for resuming (`RunGuard`: every `ckpt_every` steps and `ckpt_every_s`
-    seconds, on SIGINT/SIGTERM; `max_time` seconds per invocation) and logs CSV (and TensorBoard when installed) to
-    `out/logs`."""
+def make_trainer(out: Path, max_steps: int, devices=1, strategy='auto', val_every: int = 250,
+                 ckpt_every: int = 100, accelerator='auto', progress=True, callbacks=(), max_time=None,
+                 ckpt_every_s: float = 300.0, **kw) -> L.Trainer:
+    """A Trainer that keeps `out/checkpoints/last.ckpt` for resuming (`RunGuard`: every `ckpt_every` steps and
+    `ckpt_every_s` seconds, on SIGINT/SIGTERM; `max_time` seconds per invocation) and logs CSV
+    (and TensorBoard when installed) to `out/logs`."""
     from lightning.pytorch.loggers import CSVLogger
     loggers = [CSVLogger(out, name='logs')]
     try:
@@ -129,9 +152,11 @@ def make_trainer(out: Path, max_steps: int, devices=1, strategy='auto', val_ever
     except ImportError: pass
     (Path(out)/'checkpoints').mkdir(parents=True, exist_ok=True)
     guard = RunGuard(out, ckpt_every, ckpt_every_s, max_time)
-    return L.Trainer(max_steps=max_steps, devices=devices, strategy=strategy, accelerator=accelerator, callbacks=[guard, *callbacks],
-                     logger=loggers, val_check_interval=val_every, check_val_every_n_epoch=None, limit_val_batches=8,
-                     log_every_n_steps=10, enable_progress_bar=progress, enable_model_summary=False, enable_checkpointing=False, **kw)
+    return L.Trainer(max_steps=max_steps, devices=devices, strategy=strategy, accelerator=accelerator,
+                     callbacks=[guard, *callbacks], logger=loggers, val_check_interval=val_every,
+                     check_val_every_n_epoch=None, limit_val_batches=8, log_every_n_steps=10,
+                     enable_progress_bar=progress, enable_model_summary=False,
+                     enable_checkpointing=False, **kw)
 
 def resume_path(out: Path):
     "The run's last Lightning checkpoint under `out` to resume from, or None for a fresh start."
@@ -142,14 +167,19 @@ def resume_path(out: Path):
 def _only(p: Path, ok) -> bool: return p.is_dir() and not p.is_symlink() and all(ok(q) for q in p.iterdir())
 def _run_metrics(p: Path) -> bool: return isinstance(m := load_json(p), dict) and 'stage' in m
 
-MODEL_FILES = ('config.json', 'model.safetensors', 'README.md', 'metrics.json', 'training.csv')   # a model folder's files
-RUN_ENTRIES = ('checkpoints', 'logs', 'tb', 'latents', 'latents.tmp', 'model', 'vae', 'compressor', 'metrics.json')
-_versions = lambda p: _only(p, lambda q: q.name.startswith('version_'))                # Lightning's log folders
+# a model folder's files
+MODEL_FILES = ('config.json', 'model.safetensors', 'README.md', 'metrics.json', 'training.csv')
+RUN_ENTRIES = ('checkpoints', 'logs', 'tb', 'latents', 'latents.tmp', 'model', 'vae', 'compressor',
+               'metrics.json')
+# Lightning's log folders
+_versions = lambda p: _only(p, lambda q: q.name.startswith('version_'))
 _encoded = lambda p: _only(p, lambda q: (q/'latents.npz').is_file() or '.tmp' in q.name)
-_a_model = lambda p: _only(p, lambda q: q.name in MODEL_FILES or '.tmp' in q.name) and (p/'config.json').is_file()
+_a_model = lambda p: (_only(p, lambda q: q.name in MODEL_FILES or '.tmp' in q.name)
+                      and (p/'config.json').is_file())
 RUN_LEGACY = dict(                                      # what runs wrote before run folders carried a marker
-    checkpoints=lambda p: _only(p, lambda q: q.suffix == '.ckpt' or '.tmp' in q.name), logs=_versions, tb=_versions,
-    latents=_encoded, **{'latents.tmp': _encoded, 'metrics.json': _run_metrics}, **dict.fromkeys(('model', 'vae', 'compressor'), _a_model))
+    checkpoints=lambda p: _only(p, lambda q: q.suffix == '.ckpt' or '.tmp' in q.name), logs=_versions,
+    tb=_versions, latents=_encoded, **{'latents.tmp': _encoded, 'metrics.json': _run_metrics},
+    **dict.fromkeys(('model', 'vae', 'compressor'), _a_model))
 
 def claim_run(out, flag: str = '--out') -> Path:
     "Check the run folder `out` before any work (see `claim_outputs`) and mark it as a run's; returns it."
@@ -157,19 +187,24 @@ def claim_run(out, flag: str = '--out') -> Path:
 
 
 # %% ../nbs/05_training.ipynb #8b1a81d0
-VAE_TRAIN = dict(tiny=dict(max_steps=300, batch_size=8), small=dict(max_steps=1500, batch_size=8), base=dict(max_steps=100_000, batch_size=16))
+VAE_TRAIN = dict(tiny=dict(max_steps=300, batch_size=8), small=dict(max_steps=1500, batch_size=8),
+                 base=dict(max_steps=100_000, batch_size=16))
 
-def train_vae(data, out, preset: str = 'small', max_steps: int = None, batch_size: int = None, devices=1, strategy='auto',
-              num_workers: int = 0, seed: int = 0, progress: bool = True, **trainer_kw) -> dict:
-    "Train a `CausalVAE` of `preset` on the episodes under `data`; resumes from `out/checkpoints/last.ckpt`. Returns the metrics."
+def train_vae(data, out, preset: str = 'small', max_steps: int = None, batch_size: int = None, devices=1,
+              strategy='auto', num_workers: int = 0, seed: int = 0, progress: bool = True,
+              **trainer_kw) -> dict:
+    """Train a `CausalVAE` of `preset` on the episodes under `data`; resumes from `out/checkpoints/last.ckpt`.
+    Returns the metrics."""
     cfg, out = vae_config(preset), Path(out)
     n_eps = check_data(data, cfg.res)
     steps, bs = max_steps or VAE_TRAIN[preset]['max_steps'], batch_size or VAE_TRAIN[preset]['batch_size']
     L.seed_everything(seed, verbose=False)
-    dm = WorldDataModule(data, history=0, clip=cfg.n_frames(3), stride=4, batch_size=bs, num_workers=num_workers, seed=seed, cache=512)
+    dm = WorldDataModule(data, history=0, clip=cfg.n_frames(3), stride=4, batch_size=bs,
+                         num_workers=num_workers, seed=seed, cache=512)
     lit = LitVAE(CausalVAE(cfg), max_steps=steps)
     resume = resume_path(out)
-    if resume is None:                                                             # a fresh run starts from the PCA code of (up to) 8 batches
+    # a fresh run starts from the PCA code of (up to) 8 batches
+    if resume is None:
         dm.setup()
         pca_init(lit.vae, torch.cat([b['frames'] for b in itertools.islice(dm.train_dataloader(), 8)]))
     trainer = make_trainer(out, steps, devices, strategy, progress=progress, **trainer_kw)
@@ -190,67 +225,77 @@ def vae_fingerprint(vae: CausalVAE) -> str:
     import hashlib
     h = hashlib.sha1()
     for k, v in sorted(vae.state_dict().items()):
-        if k not in ('z_mean', 'z_std'): h.update(k.encode()); h.update(v.detach().float().cpu().numpy().tobytes())
+        if k not in ('z_mean', 'z_std'):
+            h.update(k.encode()); h.update(v.detach().float().cpu().numpy().tobytes())
     return h.hexdigest()[:16]
 
 def _renormalize(d: dict, mean, std) -> dict:
     "Latent arrays of a stored `latents.npz` dict moved from its statistics to (`mean`, `std`)."
-    f = lambda z: ((z.astype(np.float32)*d['z_std'][:, None, None] + d['z_mean'][:, None, None] - mean[:, None, None])/std[:, None, None]).astype(np.float16)
-    return dict(d, z=f(d['z']), starts_z=f(d['starts_z']), z_mean=mean, z_std=std, **({'z_lr': f(d['z_lr'])} if 'z_lr' in d else {}))
+    f = lambda z: ((z.astype(np.float32)*d['z_std'][:, None, None] + d['z_mean'][:, None, None]
+                    - mean[:, None, None])/std[:, None, None]).astype(np.float16)
+    return dict(d, z=f(d['z']), starts_z=f(d['starts_z']), z_mean=mean, z_std=std,
+                **({'z_lr': f(d['z_lr'])} if 'z_lr' in d else {}))
 
 def resolve_device(device=None) -> torch.device:
-    """The torch device that `device` names, checked: None picks the current GPU when there is one (where Lightning's 'auto'
-    accelerator trains), else the CPU. A GPU always comes back with its index ('cuda' is 'cuda:0' when that is current), so it
-    compares equal to the device a tensor lies on."""
+    """The torch device that `device` names, checked: None picks the current GPU when there is one (where
+    Lightning's 'auto' accelerator trains), else the CPU. A GPU always comes back with its index ('cuda' is
+    'cuda:0' when that is current), so it compares equal to the device a tensor lies on."""
     if device is None: device = 'cuda' if torch.cuda.is_available() else 'cpu'
     try: dev = torch.device(device)
     except (RuntimeError, TypeError) as e: raise ValueError(f"unknown device {device!r}: {e}") from None
     if dev.type not in ('cpu', 'cuda'): raise ValueError(f"device {device!r}: use 'cpu' or 'cuda'")
     n = torch.cuda.device_count()
-    if dev.type == 'cuda' and (dev.index or 0) >= n: raise ValueError(f"device {device!r}: this machine has {n} CUDA device(s)")
-    return torch.device('cuda', torch.cuda.current_device()) if dev.type == 'cuda' and dev.index is None else dev
+    if dev.type == 'cuda' and (dev.index or 0) >= n:
+        raise ValueError(f"device {device!r}: this machine has {n} CUDA device(s)")
+    return (torch.device('cuda', torch.cuda.current_device()) if dev.type == 'cuda' and dev.index is None
+            else dev)
 
 @contextlib.contextmanager
 def plain_fp32():
-    """Full float32 on a GPU for the block inside: no TF32 convolutions (cuDNN's default) or matmuls, so what a GPU computes
-    matches the CPU to float32 rounding. The caller's settings come back afterwards."""
+    """Full float32 on a GPU for the block inside: no TF32 convolutions (cuDNN's default) or matmuls, so what
+    a GPU computes matches the CPU to float32 rounding. The caller's settings come back afterwards."""
     saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     try: yield
     finally: torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 @torch.no_grad()
-def encode_latents(vae: CausalVAE, roots, out, progress: bool = True, start_every: int = 48, start_latents: int = 5,
-                   lowres=(2, 4), device=None) -> list:
-    """Encode every episode under `roots` into `out/<episode>/latents.npz` (normalised z, float16) with its caption, meta and actions,
-    plus fresh streams of `start_latents` latents starting every `start_every` frames (`starts_z`, `starts_at`), the low-rate,
-    low-resolution latents of the compressed memory (`z_lr`, factors `lowres` = (l, s), see notebook 06), the VAE's fingerprint and
-    statistics. Keeps what this VAE encoded, re-normalises it if the statistics changed, adds a missing or other `z_lr`, and
-    re-encodes latents of another VAE. The VAE encodes on `device` (see `resolve_device`; None: a GPU when there is one), through
-    a copy when that is not where `vae` lies (the caller's VAE stays put), in plain float32 (`plain_fp32`): the files are the same
-    wherever they were encoded, up to float16 rounding."""
+def encode_latents(vae: CausalVAE, roots, out, progress: bool = True, start_every: int = 48,
+                   start_latents: int = 5, lowres=(2, 4), device=None) -> list:
+    """Encode every episode under `roots` into `out/<episode>/latents.npz` (normalised z, float16) with its
+    caption, meta and actions, plus fresh streams of `start_latents` latents starting every `start_every`
+    frames (`starts_z`, `starts_at`), the low-rate, low-resolution latents of the compressed memory (`z_lr`,
+    factors `lowres` = (l, s), see notebook 06), the VAE's fingerprint and statistics. Keeps what this VAE
+    encoded, re-normalises it if the statistics changed, adds a missing or other `z_lr`, and re-encodes
+    latents of another VAE. The VAE encodes on `device` (see `resolve_device`; None: a GPU when there is one),
+    through a copy when that is not where `vae` lies (the caller's VAE stays put), in plain float32
+    (`plain_fp32`): the files are the same wherever they were encoded, up to float16 rounding."""
     import copy, shutil
     from tqdm.auto import tqdm
     from worldplay2.compressor import encode_lowres
     roots = [roots] if isinstance(roots, (str, Path)) else list(roots)
     eps, out, done = [p for r in roots for p in list_episodes(r)], Path(out), []
-    dev = resolve_device(device)                                                   # a bad device is refused before the data is read
+    # a bad device is refused before the data is read
+    dev = resolve_device(device)
     check_data(roots, vae.config.res)
     fp, mean, std = vae_fingerprint(vae), vae.z_mean.cpu().numpy().copy(), vae.z_std.cpu().numpy().copy()
     ve = vae if next(vae.parameters()).device == dev else copy.deepcopy(vae).to(dev)
     enc = lambda f: ve.normalize(ve.encode(frames_to_tensor(f).to(dev))[0]).half().cpu().numpy()
-    enc_lr = lambda f, n: encode_lowres(ve, frames_to_tensor(f[None, :vae.config.n_frames(n)]).to(dev), *lowres)[0].half().cpu().numpy()
+    enc_lr = lambda f, n: encode_lowres(ve, frames_to_tensor(f[None, :vae.config.n_frames(n)]).to(dev),
+                                        *lowres)[0].half().cpu().numpy()
     with plain_fp32():
         for p in tqdm(eps, desc='encoding latents', disable=not progress):
             dst = out/p.name
             try: old = dict(np.load(dst/'latents.npz')) if (dst/'latents.npz').exists() else {}
-            except Exception: old = {}                                                 # unreadable: encode again
+            # unreadable: encode again
+            except Exception: old = {}
             if str(old.get('vae', '')) == fp:
                 new_stats = not (np.array_equal(old['z_mean'], mean) and np.array_equal(old['z_std'], std))
                 new_lr = 'z_lr' not in old or list(old['lowres']) != list(lowres)
                 if new_stats or new_lr:
                     d = _renormalize(old, mean, std) if new_stats else old
-                    if new_lr: d = dict(d, z_lr=enc_lr(read_episode(p).frames, len(d['z'])), lowres=np.array(lowres))
+                    if new_lr:
+                        d = dict(d, z_lr=enc_lr(read_episode(p).frames, len(d['z'])), lowres=np.array(lowres))
                     fd, tmp = tempfile.mkstemp(prefix='latents.', suffix='.tmp', dir=dst)
                     with os.fdopen(fd, 'wb') as fh: np.savez(fh, **d)
                     os.replace(tmp, dst/'latents.npz')
@@ -258,12 +303,15 @@ def encode_latents(vae: CausalVAE, roots, out, progress: bool = True, start_ever
                 ep = read_episode(p)
                 T, Ts = vae.config.n_frames(vae.config.n_latents(len(ep))), vae.config.n_frames(start_latents)
                 z = enc(ep.frames[None, :T])[0]                                           # (n, C, h, w)
-                z_lr = enc_lr(ep.frames, len(z))                                           # (1 + (n−1)/l, C, h/s, w/s)
-                at = np.arange(start_every, len(ep) - Ts + 1, start_every) if start_every else np.zeros(0, int)
-                zs = enc(np.stack([ep.frames[s:s + Ts] for s in at])) if len(at) else np.zeros((0, start_latents) + z.shape[1:], np.float16)
+                # (1 + (n−1)/l, C, h/s, w/s)
+                z_lr = enc_lr(ep.frames, len(z))
+                at = (np.arange(start_every, len(ep) - Ts + 1, start_every) if start_every
+                      else np.zeros(0, int))
+                zs = (enc(np.stack([ep.frames[s:s + Ts] for s in at])) if len(at)
+                      else np.zeros((0, start_latents) + z.shape[1:], np.float16))
                 def fill(tmp, p=p, z=z, zs=zs, at=at, ep=ep, z_lr=z_lr):
-                    np.savez(tmp/'latents.npz', z=z, actions=ep.actions, starts_z=zs, starts_at=at, z_lr=z_lr, lowres=np.array(lowres),
-                             vae=fp, z_mean=mean, z_std=std)
+                    np.savez(tmp/'latents.npz', z=z, actions=ep.actions, starts_z=zs, starts_at=at, z_lr=z_lr,
+                             lowres=np.array(lowres), vae=fp, z_mean=mean, z_std=std)
                     for f in ('caption.json', 'meta.json'): shutil.copy(p/f, tmp/f)
                 atomic_dir(dst, fill, overwrite=True)
             done.append(dst)
@@ -271,21 +319,25 @@ def encode_latents(vae: CausalVAE, roots, out, progress: bool = True, start_ever
 
 # %% ../nbs/05_training.ipynb #11eb018f
 class LatentDataset(torch.utils.data.Dataset):
-    """Windows of `n_latents` latents with 4 action frames per latent and the caption fields at the window's time: every `stride`
-    latents of each whole episode, plus its fresh streams (when encoded with at least `n_latents` latents)."""
+    """Windows of `n_latents` latents with 4 action frames per latent and the caption fields at the window's
+    time: every `stride` latents of each whole episode, plus its fresh streams (when encoded with at least
+    `n_latents` latents)."""
     def __init__(self, paths, n_latents: int = 5, stride: int = 2, t_factor: int = 4):
         self.paths, self.n, self.tf = [Path(p) for p in paths], n_latents, t_factor
         self.data = [dict(np.load(p/'latents.npz')) for p in self.paths]          # small: keep all in memory
         self.caps = [load_json(p/'caption.json') for p in self.paths]
         self.fps = [load_json(p/'meta.json').get('fps', 16) for p in self.paths]
-        self.windows = [(i, j, -1) for i, d in enumerate(self.data) for j in range(0, len(d['z']) - n_latents + 1, stride)]
-        self.windows += [(i, 0, k) for i, d in enumerate(self.data) if d.get('starts_z', np.zeros((0, 0))).shape[1] >= n_latents
+        self.windows = [(i, j, -1) for i, d in enumerate(self.data)
+                        for j in range(0, len(d['z']) - n_latents + 1, stride)]
+        self.windows += [(i, 0, k) for i, d in enumerate(self.data)
+                         if d.get('starts_z', np.zeros((0, 0))).shape[1] >= n_latents
                          for k in range(len(d['starts_z']))]
 
     def __len__(self): return len(self.windows)
 
     def weights(self, start_share: float = 0.5):
-        "Per-window sampling weights (summing to 1) that draw stream-start windows with probability `start_share` (when both kinds exist)."
+        """Per-window sampling weights (summing to 1) that draw stream-start windows with probability
+        `start_share` (when both kinds exist)."""
         f = np.array([j == 0 for _, j, _ in self.windows])
         if f.all() or not f.any(): return np.full(len(f), 1/len(f))
         return np.where(f, start_share/f.sum(), (1 - start_share)/(~f).sum())
@@ -294,39 +346,53 @@ class LatentDataset(torch.utils.data.Dataset):
         i, j, k = self.windows[idx]
         d, tf, n = self.data[i], self.tf, self.n
         a, s = d['actions'], (int(d['starts_at'][k]) if k >= 0 else 0)
-        if j == 0: acts = np.concatenate([np.repeat(a[s:s + 1], tf, 0), a[s + 1:s + 1 + tf*(n - 1)]])   # a stream's lone first frame, padded
+        # a stream's lone first frame, padded
+        if j == 0: acts = np.concatenate([np.repeat(a[s:s + 1], tf, 0), a[s + 1:s + 1 + tf*(n - 1)]])
         else: acts = a[1 + tf*(j - 1):1 + tf*(j - 1 + n)]
         t = (s if j == 0 else 1 + tf*(j - 1))/self.fps[i]
         z = d['starts_z'][k, :n] if k >= 0 else d['z'][j:j + n]
         cap = self.caps[i]
-        return dict(z=torch.from_numpy(z.astype(np.float32)), actions=torch.from_numpy(acts.astype(np.float32)),
-                    scene=cap['scene'], character=cap['character'] or '', event=event_at(cap, t), stream_start=j == 0)
+        return dict(z=torch.from_numpy(z.astype(np.float32)),
+                    actions=torch.from_numpy(acts.astype(np.float32)), scene=cap['scene'],
+                    character=cap['character'] or '', event=event_at(cap, t), stream_start=j == 0)
 
 # %% ../nbs/05_training.ipynb #aa53fcfa
 def warmup_cosine(opt, warmup: int, max_steps: int = None) -> dict:
-    "Lightning's optimizer dict: `opt` with a linear warm-up over `warmup` steps, then a cosine decay to 0 at `max_steps` (none without it)."
-    f = lambda s: min(1.0, (s + 1)/warmup)*(0.5*(1 + math.cos(math.pi*min(s, max_steps)/max_steps)) if max_steps else 1.0)
-    return dict(optimizer=opt, lr_scheduler=dict(scheduler=torch.optim.lr_scheduler.LambdaLR(opt, f), interval='step'))
+    """Lightning's optimizer dict: `opt` with a linear warm-up over `warmup` steps, then a cosine decay to 0
+    at `max_steps` (none without it)."""
+    f = lambda s: min(1.0, (s + 1)/warmup)*(0.5*(1 + math.cos(math.pi*min(s, max_steps)/max_steps))
+                                            if max_steps else 1.0)
+    return dict(optimizer=opt, lr_scheduler=dict(scheduler=torch.optim.lr_scheduler.LambdaLR(opt, f),
+                                                 interval='step'))
 
 class LitWorld(L.LightningModule):
     "Flow-matching training of a `WorldModel` on latent windows (stages 1–2)."
-    def __init__(self, model: WorldModel, lr: float = 3e-4, max_steps: int = None, warmup: int = 200, neg_weight: float = 0.0, neg_ratio: float = 1.0):
+    def __init__(self, model: WorldModel, lr: float = 3e-4, max_steps: int = None, warmup: int = 200,
+                 neg_weight: float = 0.0, neg_ratio: float = 1.0):
         super().__init__()
-        self.model, self.lr, self.max_steps, self.warmup, self.neg = model, lr, max_steps, warmup, dict(neg_weight=neg_weight, neg_ratio=neg_ratio)
+        self.model, self.lr, self.max_steps, self.warmup, self.neg = (
+            model, lr, max_steps, warmup, dict(neg_weight=neg_weight, neg_ratio=neg_ratio))
         self.fm = FlowMatching(model.config.dit.shift)
-        self.save_hyperparameters(dict(lr=lr, max_steps=max_steps, warmup=warmup, neg_weight=neg_weight, neg_ratio=neg_ratio))
+        self.save_hyperparameters(dict(lr=lr, max_steps=max_steps, warmup=warmup, neg_weight=neg_weight,
+                                       neg_ratio=neg_ratio))
 
     def _loss(self, b, generator=None, **kw):
-        return flow_step(self.model, self.fm, b['z'], b['actions'], (b['scene'], b['character'], b['event']), generator, **kw)
+        return flow_step(self.model, self.fm, b['z'], b['actions'], (b['scene'], b['character'], b['event']),
+                         generator, **kw)
 
     def training_step(self, b, _):
-        "The flow-matching loss, plus `flow_step`'s mirrored-actions hinge when `neg_weight` > 0 (validation logs the plain loss)."
+        """The flow-matching loss, plus `flow_step`'s mirrored-actions hinge when `neg_weight` > 0
+        (validation logs the plain loss)."""
         loss = self._loss(b, **self.neg); self.log('train/loss', loss, prog_bar=True); return loss
 
     def validation_step(self, b, i):
-        "The loss, and the same loss (same noise) with mirrored actions: a model that listens to its actions does worse there."
-        self.log('val/loss', self._loss(b, torch.Generator().manual_seed(i)), prog_bar=True, batch_size=len(b['z']))
-        self.log('val/loss_mirrored', self._loss(dict(b, actions=mirror_actions(b['actions'])), torch.Generator().manual_seed(i)), batch_size=len(b['z']))
+        """The loss, and the same loss (same noise) with mirrored actions: a model that listens to its actions
+        does worse there."""
+        self.log('val/loss', self._loss(b, torch.Generator().manual_seed(i)), prog_bar=True,
+                 batch_size=len(b['z']))
+        self.log('val/loss_mirrored',
+                 self._loss(dict(b, actions=mirror_actions(b['actions'])), torch.Generator().manual_seed(i)),
+                 batch_size=len(b['z']))
 
     def configure_optimizers(self):
         opt = torch.optim.AdamW(self.model.parameters(), lr=self.lr, weight_decay=0.01, betas=(0.9, 0.95))
@@ -334,18 +400,23 @@ class LitWorld(L.LightningModule):
 
 # %% ../nbs/05_training.ipynb #b9762ec6
 def save_world(model: WorldModel, path, dtype=torch.float32, vae: CausalVAE = None):
-    "Write a `WorldModel` to the folder `path`: config.json (with the latent statistics of `vae`, the VAE it learnt) and model.safetensors."
+    """Write a `WorldModel` to the folder `path`: config.json (with the latent statistics of `vae`, the VAE it
+    learnt) and model.safetensors."""
     c = model.config
     cfg = dict(model='WorldModel', vae=asdict(c.vae), dit=asdict(c.dit), control=asdict(c.control))
-    stats = getattr(model, 'latent_stats', None) if vae is None else dict(z_mean=vae.z_mean.tolist(), z_std=vae.z_std.tolist())
+    stats = (getattr(model, 'latent_stats', None) if vae is None
+             else dict(z_mean=vae.z_mean.tolist(), z_std=vae.z_std.tolist()))
     if stats: cfg['latents'] = stats
     return save_weights(model, path, cfg, dtype)
 
 def check_latent_stats(model: WorldModel, vae: CausalVAE, who: str = 'the model'):
-    "Raise if `model` records latent statistics (see `save_world`) other than `vae`'s: it learnt latents scaled another way."
+    """Raise if `model` records latent statistics (see `save_world`) other than `vae`'s: it learnt latents
+    scaled another way."""
     st = getattr(model, 'latent_stats', None)
-    if st and not (np.allclose(st['z_std'], vae.z_std.cpu().numpy(), rtol=1e-2) and np.allclose(st['z_mean'], vae.z_mean.cpu().numpy(), rtol=1e-2, atol=1e-2)):
-        raise ValueError(f"{who} learnt latents normalised with other statistics than this VAE's: use the VAE it was trained with")
+    if st and not (np.allclose(st['z_std'], vae.z_std.cpu().numpy(), rtol=1e-2)
+                   and np.allclose(st['z_mean'], vae.z_mean.cpu().numpy(), rtol=1e-2, atol=1e-2)):
+        raise ValueError(f"{who} learnt latents normalised with other statistics than this VAE's: "
+                         "use the VAE it was trained with")
 
 def load_world(path) -> WorldModel:
     "Load a `WorldModel` written by `save_world` (float32, eval mode)."
@@ -354,90 +425,126 @@ def load_world(path) -> WorldModel:
     from worldplay2.controls import ControlConfig
     def build(cfg):
         vc = dict(cfg['vae'], widths=tuple(cfg['vae']['widths']))
-        model = WorldModel(ModelConfig(VAEConfig(**vc), DiTConfig(**cfg['dit']), ControlConfig(**cfg['control'])))
+        model = WorldModel(ModelConfig(VAEConfig(**vc), DiTConfig(**cfg['dit']),
+                                       ControlConfig(**cfg['control'])))
         model.latent_stats = cfg.get('latents')
         return model
     return load_net(path, 'WorldModel', build)
 
-BASE_TRAIN = dict(tiny=dict(max_steps=200, batch_size=8, lr=1e-3), small=dict(max_steps=1500, batch_size=8, lr=3e-4),
+BASE_TRAIN = dict(tiny=dict(max_steps=200, batch_size=8, lr=1e-3),
+                  small=dict(max_steps=1500, batch_size=8, lr=3e-4),
                   base=dict(max_steps=200_000, batch_size=64, lr=1e-4))
 
-def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_size: int = None, devices=1, strategy='auto',
-               num_workers: int = 0, seed: int = 0, progress: bool = True, vae=None, n_latents: int = 5, start_share: float = 0.5,
-               init=None, p_i2v: float = None, p_high_sigma: float = None, camera_rope: bool = None, camera_heads: int = None,
+def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_size: int = None, devices=1,
+               strategy='auto', num_workers: int = 0, seed: int = 0, progress: bool = True, vae=None,
+               n_latents: int = 5, start_share: float = 0.5, init=None, p_i2v: float = None,
+               p_high_sigma: float = None, camera_rope: bool = None, camera_heads: int = None,
                shift: float = None, neg_weight: float = 0.0, neg_ratio: float = 1.0, screen_pos: bool = None,
-               high_sigma: float = None, travel: bool = None, pred: str = None, token_dims: int = None, **trainer_kw) -> dict:
-    """Stages 1–2: encode the episodes under `data` with the trained VAE (`vae`: its folder), then train the bidirectional WorldModel of
-    `preset` — from scratch, or from the model/ folder `init` of an earlier run (its network config; `preset` still sets the
-    step count, batch size and learning rate). A `start_share` of the training windows (drawn with replacement) start at a stream's
-    lone first frame; `p_i2v` overrides the chance that a window's first latent is given clean, `p_high_sigma` the chance
-    that a window's noise level is drawn from [high_sigma, 1] (see `flow_step`), `camera_rope` whether the rotary positions turn with
-    the camera (`DiTConfig.camera_rope`; no new weights, so a model trained without can be fine-tuned with) and `camera_heads` in
-    how many heads of each block (`DiTConfig.camera_heads`, 0 = all), `shift` the timestep shift of the noise levels it trains at
-    and samples with (`DiTConfig.shift`: higher draws noisier levels), `neg_weight` and `neg_ratio` those of `flow_step`'s mirrored-actions
-    hinge (0: none), `screen_pos` whether each token also learns its place on the screen (`DiTConfig.screen_pos`; a model trained without
-    gains it, starting at zero), `high_sigma` the lower end of the noise levels drawn with `p_high_sigma` (`DiTConfig.high_sigma`),
-    `travel` whether the actions also give the walk and turn since the clip's first latent (`ControlConfig.travel`; gained likewise),
-    `pred` what the head predicts (`DiTConfig.pred`: 'x0', or 'skip', where the clean latent also passes around the network),
-    `token_dims` how many principal components of each latent patch the model sees and predicts (`DiTConfig.token_dims`; fitted on
-    the training latents, a model trained on whole patches is carried over by `with_token_basis`)."""
+               high_sigma: float = None, travel: bool = None, pred: str = None, token_dims: int = None,
+               **trainer_kw) -> dict:
+    """Stages 1–2: encode the episodes under `data` with the trained VAE (`vae`: its folder), then train the
+    bidirectional WorldModel of `preset` — from scratch, or from the model/ folder `init` of an earlier run
+    (its network config; `preset` still sets the step count, batch size and learning rate). A `start_share` of
+    the training windows (drawn with replacement) start at a stream's lone first frame; `p_i2v` overrides the
+    chance that a window's first latent is given clean, `p_high_sigma` the chance that a window's noise level
+    is drawn from [high_sigma, 1] (see `flow_step`), `camera_rope` whether the rotary positions turn with the
+    camera (`DiTConfig.camera_rope`; no new weights, so a model trained without can be fine-tuned with) and
+    `camera_heads` in how many heads of each block (`DiTConfig.camera_heads`, 0 = all), `shift` the timestep
+    shift of the noise levels it trains at and samples with (`DiTConfig.shift`: higher draws noisier levels),
+    `neg_weight` and `neg_ratio` those of `flow_step`'s mirrored-actions hinge (0: none), `screen_pos` whether
+    each token also learns its place on the screen (`DiTConfig.screen_pos`; a model trained without gains it,
+    starting at zero), `high_sigma` the lower end of the noise levels drawn with `p_high_sigma`
+    (`DiTConfig.high_sigma`), `travel` whether the actions also give the walk and turn since the clip's first
+    latent (`ControlConfig.travel`; gained likewise), `pred` what the head predicts (`DiTConfig.pred`: 'x0',
+    or 'skip', where the clean latent also passes around the network), `token_dims` how many principal
+    components of each latent patch the model sees and predicts (`DiTConfig.token_dims`; fitted on the
+    training latents, a model trained on whole patches is carried over by `with_token_basis`)."""
     out = Path(out)
-    if vae is None: raise ValueError("train base needs the trained VAE: pass vae=DIR (the vae/ folder of `worldplay2 train vae`)")
-    for name, x in (('start_share', start_share), ('p_i2v', p_i2v), ('p_high_sigma', p_high_sigma), ('high_sigma', high_sigma)):
+    if vae is None:
+        raise ValueError("train base needs the trained VAE: "
+                         "pass vae=DIR (the vae/ folder of `worldplay2 train vae`)")
+    for name, x in (('start_share', start_share), ('p_i2v', p_i2v), ('p_high_sigma', p_high_sigma),
+                    ('high_sigma', high_sigma)):
         if x is not None and not 0 <= x <= 1: raise ValueError(f"{name} must be in [0, 1], got {x}")
     if shift is not None and not shift > 0: raise ValueError(f"shift must be positive, got {shift}")
-    if not neg_weight >= 0 or not neg_ratio > 0: raise ValueError(f"neg_weight must be ≥ 0 and neg_ratio positive, got {neg_weight} and {neg_ratio}")
+    if not neg_weight >= 0 or not neg_ratio > 0:
+        raise ValueError(f"neg_weight must be ≥ 0 and neg_ratio positive, got {neg_weight} and {neg_ratio}")
     v = load_vae(vae)
     model = load_world(init).train() if init is not None else None
     if model is not None: check_latent_stats(model, v, f"the model of {init}")
     asked = {k: on for k, on in dict(screen_pos=screen_pos, travel=travel).items() if on is not None}
     if model is not None:
         dropped = [k for k, on in asked.items() if has_part(model.config, k) and not on]
-        if dropped: raise ValueError(f"the model of {init} has learnt {' and '.join(NEW_PARTS[k][1] for k in dropped)} ({', '.join(dropped)}), which cannot be dropped")
+        if dropped:
+            raise ValueError(f"the model of {init} has learnt "
+                             f"{' and '.join(NEW_PARTS[k][1] for k in dropped)} ({', '.join(dropped)}), "
+                             "which cannot be dropped")
         gained = {k: True for k, on in asked.items() if on and not has_part(model.config, k)}
         if gained: model = with_new_parts(model, **gained)
     cfg = model.config if model is not None else model_config(preset)
-    check_latents_match(v.config, cfg.vae, f"{vae}: the VAE", f"the model of {init}" if init is not None else f"preset {preset}")
+    check_latents_match(v.config, cfg.vae, f"{vae}: the VAE",
+                        f"the model of {init}" if init is not None else f"preset {preset}")
     cfg.vae = v.config
     if p_i2v is not None: cfg.dit.p_i2v = p_i2v
     if p_high_sigma is not None: cfg.dit.p_high_sigma = p_high_sigma
     if high_sigma is not None: cfg.dit.high_sigma = high_sigma
     if camera_rope is not None: cfg.dit.camera_rope = camera_rope
     if shift is not None: cfg.dit.shift = shift
-    if pred is not None: cfg.dit.pred = pred; cfg.dit.__post_init__()                                     # checked
+    # checked
+    if pred is not None: cfg.dit.pred = pred; cfg.dit.__post_init__()
     for k, on in asked.items(): setattr(getattr(cfg, NEW_PARTS[k][0]), k, on)
-    if camera_heads is not None: cfg.dit.camera_heads = camera_heads; cfg.dit.__post_init__()           # checked against heads
+    # checked against heads
+    if camera_heads is not None: cfg.dit.camera_heads = camera_heads; cfg.dit.__post_init__()
     paths = encode_latents(v, data, out/'latents', progress)
     train, val = split_episodes(paths)
     kept = None
     if token_dims is not None and token_dims != cfg.dit.token_dims:
-        if cfg.dit.token_dims: raise ValueError(f"the model of {init} sees {cfg.dit.token_dims} components per patch: that cannot change")
-        z = torch.cat([torch.from_numpy(np.load(p/'latents.npz')['z'][::4].astype(np.float32)) for p in train])   # every 4th latent
+        if cfg.dit.token_dims:
+            raise ValueError(f"the model of {init} sees {cfg.dit.token_dims} components per patch: "
+                             "that cannot change")
+        # every 4th latent
+        z = torch.cat([torch.from_numpy(np.load(p/'latents.npz')['z'][::4].astype(np.float32))
+                       for p in train])
         basis, center, kept = fit_token_basis(z, token_dims, cfg.dit.patch)
         model = with_token_basis(model if model is not None else WorldModel(cfg), basis, center)
         cfg = model.config
-    steps, bs, lr = (max_steps or BASE_TRAIN[preset]['max_steps']), (batch_size or BASE_TRAIN[preset]['batch_size']), BASE_TRAIN[preset]['lr']
+    steps, bs, lr = ((max_steps or BASE_TRAIN[preset]['max_steps']),
+                     (batch_size or BASE_TRAIN[preset]['batch_size']), BASE_TRAIN[preset]['lr'])
     L.seed_everything(seed, verbose=False)
     def mk(ps, train: bool):
         ds, g = LatentDataset(ps, n_latents), torch.Generator().manual_seed(seed)
-        if not len(ds): raise ValueError(f"no window of {n_latents} latents in the {'training' if train else 'validation'} episodes: need more or longer episodes")
-        if train: sampler = torch.utils.data.WeightedRandomSampler(torch.from_numpy(ds.weights(start_share)), len(ds), replacement=True, generator=g)
-        else:                                                    # validation: the same windows every time, half of them stream starts, whatever start_share is
+        if not len(ds):
+            raise ValueError(f"no window of {n_latents} latents in the "
+                             f"{'training' if train else 'validation'} episodes: "
+                             "need more or longer episodes")
+        if train:
+            sampler = torch.utils.data.WeightedRandomSampler(torch.from_numpy(ds.weights(start_share)),
+                                                             len(ds), replacement=True, generator=g)
+        # validation: the same windows every time, half of them stream starts, whatever start_share is
+        else:
             w = torch.from_numpy(ds.weights(0.5))
             sampler = torch.multinomial(w, min(8*bs, int((w > 0).sum())), generator=g).tolist()
         return torch.utils.data.DataLoader(ds, batch_size=bs, sampler=sampler, num_workers=num_workers)
-    lit = LitWorld(model if model is not None else WorldModel(cfg), lr=lr, max_steps=steps, neg_weight=neg_weight, neg_ratio=neg_ratio)
+    lit = LitWorld(model if model is not None else WorldModel(cfg), lr=lr, max_steps=steps,
+                   neg_weight=neg_weight, neg_ratio=neg_ratio)
     trainer = make_trainer(out, steps, devices, strategy, progress=progress, **trainer_kw)
     t0 = time.time()
     trainer.fit(lit, mk(train, True), mk(val, False), ckpt_path=resume_path(out))
     if trainer.global_rank != 0: return {}
     save_world(lit.model, out/'model', vae=v)
     r = trainer.validate(lit, mk(val, False), verbose=False)[0]
-    metrics = dict(stage='base', preset=preset, steps=int(trainer.global_step), batch_size=bs, episodes=len(paths), val_loss=round(r['val/loss'], 4),
-                   val_loss_mirrored=round(r['val/loss_mirrored'], 4), init=None if init is None else str(init), start_share=start_share,
-                   p_i2v=cfg.dit.p_i2v, p_high_sigma=cfg.dit.p_high_sigma, high_sigma=cfg.dit.high_sigma, camera_rope=cfg.dit.camera_rope, camera_heads=cfg.dit.camera_heads, screen_pos=cfg.dit.screen_pos, travel=cfg.control.travel,
-                   shift=cfg.dit.shift, pred=cfg.dit.pred, token_dims=cfg.dit.token_dims,
-                   **(dict(token_variance_kept=round(kept, 5)) if kept is not None else {}), **(dict(neg_weight=neg_weight, neg_ratio=neg_ratio) if neg_weight else {}), wall_s_this_run=round(time.time() - t0, 1), params=sum(p.numel() for p in lit.model.parameters()))
+    metrics = dict(stage='base', preset=preset, steps=int(trainer.global_step), batch_size=bs,
+                   episodes=len(paths), val_loss=round(r['val/loss'], 4),
+                   val_loss_mirrored=round(r['val/loss_mirrored'], 4),
+                   init=None if init is None else str(init), start_share=start_share,
+                   p_i2v=cfg.dit.p_i2v, p_high_sigma=cfg.dit.p_high_sigma, high_sigma=cfg.dit.high_sigma,
+                   camera_rope=cfg.dit.camera_rope, camera_heads=cfg.dit.camera_heads,
+                   screen_pos=cfg.dit.screen_pos, travel=cfg.control.travel, shift=cfg.dit.shift,
+                   pred=cfg.dit.pred, token_dims=cfg.dit.token_dims,
+                   **(dict(token_variance_kept=round(kept, 5)) if kept is not None else {}),
+                   **(dict(neg_weight=neg_weight, neg_ratio=neg_ratio) if neg_weight else {}),
+                   wall_s_this_run=round(time.time() - t0, 1),
+                   params=sum(p.numel() for p in lit.model.parameters()))
     write_json_atomic(out/'metrics.json', metrics)
     return metrics
 
@@ -445,17 +552,20 @@ def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_si
 import worldplay2
 PRETRAINED_DIR = Path(worldplay2.__file__).parent/'pretrained'
 WHEEL_MODELS = ('small-vae', 'small-teacher', 'small-student')   # inside the wheel
-REPO_MODELS = ('small-base', 'small-compressor')                  # the repository's only: pyproject.toml keeps them out of the wheel
+# the repository's only: pyproject.toml keeps them out of the wheel
+REPO_MODELS = ('small-base', 'small-compressor')
 
 def shipped_names() -> list:
     "The shipped networks present in this installation."
-    return sorted(p.name for p in PRETRAINED_DIR.iterdir() if (p/'config.json').exists()) if PRETRAINED_DIR.exists() else []
+    return (sorted(p.name for p in PRETRAINED_DIR.iterdir() if (p/'config.json').exists())
+            if PRETRAINED_DIR.exists() else [])
 
 def pretrained(name: str) -> Path:
     "The folder of the shipped network `name` (e.g. 'small-vae')."
     have = shipped_names()
     if name in have: return PRETRAINED_DIR/name
-    get = ("it ships in the repository, not in the wheel: use a clone (`pip install -e .`), or train one" if name in REPO_MODELS
+    get = ("it ships in the repository, not in the wheel: use a clone (`pip install -e .`), or train one"
+           if name in REPO_MODELS
            else "train one") + " with `worldplay2 train ...`"
     raise ValueError(f"no shipped model '{name}' here (shipped: {have or 'none'}); {get}")
 
@@ -471,17 +581,23 @@ a = torch.zeros(B, 4*n, 6); a[..., 4] = 1
 caps = (['An open walled arena in a meadow.']*B, ['A slim figure.']*B, ['No event.']*B)
 times = []
 for i in range(steps + 1):
-    t0 = time.perf_counter(); loss = flow_step(m, fm, z, a, caps); opt.zero_grad(); loss.backward(); opt.step(); times.append(time.perf_counter() - t0)
-print(json.dumps(dict(step_s=sum(times[1:])/steps, peak_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024)))
+    t0 = time.perf_counter(); loss = flow_step(m, fm, z, a, caps)
+    opt.zero_grad(); loss.backward(); opt.step(); times.append(time.perf_counter() - t0)
+print(json.dumps(dict(step_s=sum(times[1:])/steps,
+                      peak_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024)))
 """
 
-def bench_train_step(preset: str = 'small', n_latents=(2, 3, 5, 9), batch_size: int = 8, steps: int = 3) -> dict:
-    "Seconds per training step and peak resident memory (MB) of the base model at each clip length (latents), each in a fresh process."
+def bench_train_step(preset: str = 'small', n_latents=(2, 3, 5, 9), batch_size: int = 8,
+                     steps: int = 3) -> dict:
+    """Seconds per training step and peak resident memory (MB) of the base model at each clip length
+    (latents), each in a fresh process."""
     import subprocess, sys
     cfg, rows = model_config(preset), {}
     for n in n_latents:
-        r = subprocess.run([sys.executable, '-c', _STEP_PROBE, preset, str(n), str(batch_size), str(steps)], capture_output=True, text=True, timeout=3600)
+        r = subprocess.run([sys.executable, '-c', _STEP_PROBE, preset, str(n), str(batch_size), str(steps)],
+                           capture_output=True, text=True, timeout=3600)
         if r.returncode: raise RuntimeError(f"step probe failed for n={n}: {r.stderr[-500:]}")
         m = json.loads(r.stdout.strip().splitlines()[-1])
-        rows[str(n)] = dict(frames=cfg.vae.n_frames(n), tokens=n*cfg.dit.tokens_per_frame, step_s=round(m['step_s'], 3), peak_mb=round(m['peak_mb']))
+        rows[str(n)] = dict(frames=cfg.vae.n_frames(n), tokens=n*cfg.dit.tokens_per_frame,
+                            step_s=round(m['step_s'], 3), peak_mb=round(m['peak_mb']))
     return dict(preset=preset, batch_size=batch_size, threads=torch.get_num_threads(), by_latents=rows)

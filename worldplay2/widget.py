@@ -12,8 +12,8 @@ from .realtime import Session
 from .world import CHARACTERS
 
 # %% ../nbs/11_demo.ipynb #09b038e0
-_KEYNAMES = {'w': 'w', 'a': 'a', 's': 's', 'd': 'd', 'arrowleft': 'left', 'arrowright': 'right', 'arrowup': 'up', 'arrowdown': 'down',
-             ' ': 'space', 'v': 'v'}
+_KEYNAMES = {'w': 'w', 'a': 'a', 's': 's', 'd': 'd', 'arrowleft': 'left', 'arrowright': 'right',
+             'arrowup': 'up', 'arrowdown': 'down', ' ': 'space', 'v': 'v'}
 
 def _png(frame, scale: int = 3) -> bytes:
     "A frame uint8 (H, W, 3) as PNG bytes, enlarged `scale`× with square pixels."
@@ -22,7 +22,8 @@ def _png(frame, scale: int = 3) -> bytes:
     return buf.getvalue()
 
 class Player:
-    "A live session in widgets: `Player(session).show()`; `start()` / `stop()` the stream; `press` / `release` keys from code too."
+    """A live session in widgets: `Player(session).show()`; `start()` / `stop()` the stream;
+    `press` / `release` keys from code too."""
     def __init__(self, session: Session, scenes=(3, 5, 8, 13), characters=None, scale: int = 3):
         import ipywidgets as W
         self.session, self.scale, self.held, self.toggle = session, scale, set(), False
@@ -33,15 +34,18 @@ class Player:
         self.event = W.Text(placeholder='an event, e.g. It starts to snow.', description='event')
         self.send = W.Button(description='send event')
         self.readout = W.HTML()
-        self.buttons = {k: W.Button(description=k, layout=W.Layout(width='56px')) for k in ('w', 'a', 's', 'd', 'left', 'right', 'up', 'down', 'space', 'v')}
+        self.buttons = {k: W.Button(description=k, layout=W.Layout(width='56px'))
+                        for k in ('w', 'a', 's', 'd', 'left', 'right', 'up', 'down', 'space', 'v')}
         for k, b in self.buttons.items(): b.on_click(lambda _, k=k: self.tap(k))
         self.send.on_click(lambda _: self.fire_event())
         self.event.on_submit(lambda _: self.fire_event())
-        self.scene.observe(lambda ch: self.restart(), names='value'); self.character.observe(lambda ch: self.restart(), names='value')
+        self.scene.observe(lambda ch: self.restart(), names='value')
+        self.character.observe(lambda ch: self.restart(), names='value')
         self.pending_event = None
         try:
             from ipyevents import Event
-            self.keys = Event(source=self.image, watched_events=['keydown', 'keyup'], prevent_default_action=True)
+            self.keys = Event(source=self.image, watched_events=['keydown', 'keyup'],
+                              prevent_default_action=True)
             self.keys.on_dom_event(self.on_key)
         except ImportError: self.keys = None
         self.first(session.reset(self.scene.value, self.character.value))
@@ -50,8 +54,11 @@ class Player:
         "The UI: image, buttons, pickers, event box and readout."
         import ipywidgets as W
         b = self.buttons
-        pad = W.VBox([W.HBox([b['w'], b['up'], b['space'], b['v']]), W.HBox([b['a'], b['s'], b['d']]), W.HBox([b['left'], b['down'], b['right']])])
-        return W.VBox([W.HBox([self.image, W.VBox([self.scene, self.character, pad, W.HBox([self.event, self.send]), self.readout])])])
+        pad = W.VBox([W.HBox([b['w'], b['up'], b['space'], b['v']]), W.HBox([b['a'], b['s'], b['d']]),
+                      W.HBox([b['left'], b['down'], b['right']])])
+        return W.VBox([W.HBox([self.image,
+                               W.VBox([self.scene, self.character, pad, W.HBox([self.event, self.send]),
+                                       self.readout])])])
 
     def first(self, frame):
         self.image.value = _png(frame, self.scale)
@@ -78,14 +85,16 @@ class Player:
         self.event.value = ''
 
     def keys_now(self) -> str:
-        "The keys for the next chunk: those held (and a tapped one), plus 'v' once after a switch was asked for."
+        """The keys for the next chunk: those held (and a tapped one), plus 'v' once after a switch was asked
+        for."""
         ks = sorted(self.held) + (['v'] if self.toggle else [])
         if self.tapped and self.tapped != 'v': self.held.discard(self.tapped)
         self.tapped, self.toggle = None, False
         return '+'.join(ks)
 
     def step(self):
-        "One chunk with the keys held now, frames shown as they arrive; bad input is reported, and play goes on."
+        """One chunk with the keys held now, frames shown as they arrive; bad input is reported, and play goes
+        on."""
         ev, self.pending_event = self.pending_event, None
         self.last_keys = self.keys_now()
         try:
@@ -95,10 +104,13 @@ class Player:
         except ValueError as e: self.error = str(e)
         r = self.session.log[-1] if self.session.log else {}
         fps = 4*self.session.C/(r.get('ms', 1e9)/1000)
-        esc = lambda s: html.escape(str(s))                                     # typed text (events, and errors that quote it) is shown, never run
-        self.readout.value = (f"<b>{fps:.1f}</b> frames/s &nbsp; first frame {r.get('first_ms', 0):.0f} ms &nbsp; memory tokens {r.get('memory_tokens', 0)}"
-                              f"<br>keys: {esc(self.last_keys or '-')} &nbsp; event: {esc(self.session.captions[2])}"
-                              + (f"<br><span style='color:#b00'>{esc(self.error)}</span>" if self.error else ''))
+        # typed text (events, and errors that quote it) is shown, never run
+        esc = lambda s: html.escape(str(s))
+        self.readout.value = (f"<b>{fps:.1f}</b> frames/s &nbsp; first frame {r.get('first_ms', 0):.0f} ms "
+                              f"&nbsp; memory tokens {r.get('memory_tokens', 0)}<br>keys: "
+                              f"{esc(self.last_keys or '-')} &nbsp; event: {esc(self.session.captions[2])}"
+                              + (f"<br><span style='color:#b00'>{esc(self.error)}</span>"
+                                 if self.error else ''))
 
     def _loop(self):
         while self.running: self.step()
