@@ -341,10 +341,11 @@ def load_compressor(path):
     from worldplay2.vae import load_net
     def build(cfg):
         mc, dc = MemoryConfig(**cfg['memory']), DiTConfig(**cfg['dit'])
-        return nn.ModuleDict(dict(compressor=HistoryCompressor(mc, dc), decoder=RetrievalDecoder(mc, dc, cfg['probe_layers']),
+        return nn.ModuleDict(dict(compressor=HistoryCompressor(mc, dc),
+                                  decoder=RetrievalDecoder(mc, dc, cfg['probe_layers']),
                                   patchify=make_patchify(dc)))
     parts = load_net(path, 'HistoryCompressor', build)
-    for m in parts.values(): m.checkpoint = str(path)                          # named by errors about their outputs
+    for m in parts.values(): m.checkpoint = str(path)             # named by errors about their outputs
     return tuple(parts[k].eval() for k in ('compressor', 'decoder', 'patchify'))
 
 @torch.no_grad()

@@ -10,7 +10,8 @@ import os, platform
 import torch
 
 # %% ../nbs/00b_machine.ipynb #79ae0f4c
-VECTOR_FLAGS = ('avx2', 'fma', 'avx_vnni', 'avx512f', 'avx512_vnni', 'avx512_bf16', 'amx_int8', 'amx_bf16', 'asimd', 'sve')
+VECTOR_FLAGS = ('avx2', 'fma', 'avx_vnni', 'avx512f', 'avx512_vnni', 'avx512_bf16', 'amx_int8', 'amx_bf16',
+                'asimd', 'sve')
 ISA_ENV = ('ATEN_CPU_CAPABILITY', 'ONEDNN_MAX_CPU_ISA', 'MKL_ENABLE_INSTRUCTIONS')
 
 def _cpuinfo(text: str) -> tuple:
@@ -24,10 +25,12 @@ def _cpuinfo(text: str) -> tuple:
     return model, flags
 
 def cpu_info() -> dict:
-    """The CPU behind a timing: `model`, `threads` torch uses, `cores` the OS has, the `vector` extensions among `VECTOR_FLAGS`,
-    torch's kernel choice `torch_capability`, and `isa_env`, any of `ISA_ENV` set to lower it."""
+    """The CPU behind a timing: `model`, `threads` torch uses, `cores` the OS has, the `vector` extensions
+    among `VECTOR_FLAGS`, torch's kernel choice `torch_capability`, and `isa_env`, any of `ISA_ENV` set to
+    lower it."""
     try: model, flags = _cpuinfo(open('/proc/cpuinfo').read())
     except OSError: model, flags = None, set()
-    return dict(model=model or platform.processor() or platform.machine(), threads=torch.get_num_threads(), cores=os.cpu_count(),
-                vector=[f for f in VECTOR_FLAGS if f in flags], torch_capability=torch.backends.cpu.get_cpu_capability(),
+    return dict(model=model or platform.processor() or platform.machine(), threads=torch.get_num_threads(),
+                cores=os.cpu_count(), vector=[f for f in VECTOR_FLAGS if f in flags],
+                torch_capability=torch.backends.cpu.get_cpu_capability(),
                 isa_env={k: os.environ[k] for k in ISA_ENV if k in os.environ})

@@ -231,7 +231,8 @@ def save_pdd_world(pw: PDDWorld, path, dtype=torch.float32, vae=None):
 def load_pdd_world(path) -> PDDWorld:
     "Load a `PDDWorld` written by `save_pdd_world` (float32, eval mode)."
     from worldplay2.vae import load_net
-    return load_net(path, 'PDDWorld', lambda cfg: PDDWorld(memory_world_from_config(cfg), PDDConfig(**cfg['pdd'])))
+    return load_net(path, 'PDDWorld',
+                    lambda cfg: PDDWorld(memory_world_from_config(cfg), PDDConfig(**cfg['pdd'])))
 
 def train_pdd(data, out, init, vae, preset: str = 'small', max_steps: int = None, batch_size: int = None,
               window: int = None, pdd: PDDConfig = None, forcing: ForcingConfig = None, devices=1,

@@ -444,17 +444,20 @@ def load_weights(path, model_name: str):
     return cfg, sd
 
 def load_net(path, model_name: str, build):
-    """The network `build(cfg)` of a folder written by `save_weights` for `model_name`, with its weights (float32, eval mode),
-    `checkpoint` naming the folder on it and on the networks inside it (`mw`, `model`) for errors about what they produce. A
-    config.json that does not fit the network (a field of the wrong type or name) or weights that do not fit the config is a
-    ValueError naming the folder."""
+    """The network `build(cfg)` of a folder written by `save_weights` for `model_name`, with its weights
+    (float32, eval mode), `checkpoint` naming the folder on it and on the networks inside it (`mw`, `model`)
+    for errors about what they produce. A config.json that does not fit the network (a field of the wrong type
+    or name) or weights that do not fit the config is a ValueError naming the folder."""
     cfg, sd = load_weights(path, model_name)
     try: net = build(cfg)
     except (TypeError, KeyError, AttributeError) as e:
-        raise ValueError(f"{path}: its config.json does not fit the network it names ({type(e).__name__}: {e})") from e
+        raise ValueError(f"{path}: its config.json does not fit the network it names "
+                         f"({type(e).__name__}: {e})") from e
     try: net.load_state_dict(sd)
-    except RuntimeError as e:                                                    # missing, unexpected or misshapen weights
-        raise ValueError(f"{path}: the weights do not match its config.json ({str(e).splitlines()[0]} …)") from None
+    # missing, unexpected or misshapen weights
+    except RuntimeError as e:
+        raise ValueError(f"{path}: the weights do not match its config.json "
+                         f"({str(e).splitlines()[0]} …)") from None
     for m in (net, getattr(net, 'mw', None), getattr(getattr(net, 'mw', net), 'model', None)):
         if isinstance(m, nn.Module): m.checkpoint = str(path)
     return net.eval()
