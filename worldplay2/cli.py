@@ -6,10 +6,10 @@
 __all__ = ['SPEEDS', 'STEER_KEYS', 'positive_int', 'nonneg_int', 'positive_float', 'nonneg_float', 'finite_float', 'share',
            'side', 'number', 'out_file', 'emit', 'cmd_preview', 'cmd_data_generate', 'cmd_data_samples', 'one_core',
            'cmd_bench_world', 'dmd_config', 'cmd_train', 'cmd_bench_vae', 'cmd_bench_train', 'cmd_bench_memory',
-           'cmd_eval_control', 'cmd_eval_revisit', 'cmd_eval_horizon', 'cmd_eval_pdd', 'cmd_eval_steering',
-           'cmd_eval_events', 'cmd_models_list', 'cmd_models_card', 'cmd_models_push', 'load_player',
-           'cmd_bench_stream', 'cmd_play', 'cmd_bench_distill', 'cmd_demo', 'UsageError', 'parser', 'report_error',
-           'main']
+           'cmd_eval_control', 'cmd_eval_revisit', 'cmd_eval_horizon', 'cmd_eval_pdd', 'stream_session',
+           'cmd_eval_steering', 'cmd_eval_events', 'cmd_models_list', 'cmd_models_card', 'cmd_models_push',
+           'load_player', 'cmd_bench_stream', 'cmd_play', 'cmd_bench_distill', 'cmd_demo', 'UsageError', 'parser',
+           'report_error', 'main']
 
 # %% ../nbs/90_cli.ipynb #07f35a5d
 import argparse, json, math, os, re, shutil, signal, sys, threading, time, traceback
@@ -327,30 +327,42 @@ def cmd_eval_pdd(a):
     res = rollout_quality(variants, vae, held_out, a.chunk, a.latents, a.episodes)
     return emit(a, res)
 
+def stream_session(a):
+    "The `Session` of a stream evaluation's flags (`--checkpoint`, `--vae`, `--speed`, `--seed`), and what it plays."
+    from worldplay2.realtime import Session
+    from worldplay2.train import pretrained
+    mw, vae, sampler, what = load_player(a.checkpoint or pretrained('small-student'), a.vae, a.speed)
+    return Session(mw, vae, sampler, seed=a.seed), what
+
 def cmd_eval_steering(a):
     """Does the stream follow the keys? Each movement key held from world start views, judged against the true
     renders of it and its opposite."""
-    from worldplay2.realtime import Session, steering
-    from worldplay2.train import pretrained
-    mw, vae, sampler, what = load_player(a.checkpoint or pretrained('small-student'), a.vae, a.speed)
-    res = (steering(Session(mw, vae, sampler, seed=a.seed), tuple(a.keys), a.chunks, a.seeds)
-           | dict(checkpoint=what))
+    from worldplay2.realtime import steering
+    session, what = stream_session(a)
+    res = steering(session, tuple(a.keys), a.chunks, a.seeds) | dict(checkpoint=what)
     return emit(a, res)
 
 def cmd_eval_events(a):
     """Does a typed event happen? Each event the world renders, typed into a stream, judged against the true
     renders with and without it."""
-    from worldplay2.realtime import Session
     from worldplay2.events import eval_events, EVENT_KINDS
-    from worldplay2.train import pretrained
     kinds = tuple(a.events or EVENT_KINDS)
     bad = [k for k in kinds if k not in EVENT_KINDS]                            # before the model loads
     if bad: raise ValueError(f"unknown event {', '.join(bad)}; the world renders: {', '.join(EVENT_KINDS)}")
-    mw, vae, sampler, what = load_player(a.checkpoint or pretrained('small-student'), a.vae, a.speed)
-    res = (eval_events(Session(mw, vae, sampler, seed=a.seed), kinds, a.seeds, noise=a.seed)
-           | dict(checkpoint=what))
+    session, what = stream_session(a)
+    res = eval_events(session, kinds, a.seeds, noise=a.seed) | dict(checkpoint=what)
     if not a.per_trial: res.pop('per_trial')
     return emit(a, res)
+
+def _stream_args(p, seeds: str):
+    "The flags of an evaluation that streams a model with memory from world start views (`stream_session`)."
+    p.add_argument('--checkpoint', default=None,
+                   help='a model with memory (train student / pdd / dmd); default: the shipped small student')
+    p.add_argument('--vae', default=None, help='its VAE (default: the shipped small VAE)')
+    p.add_argument('--seeds', type=int, nargs='+', default=list(range(8)), help=seeds)
+    p.add_argument('--seed', type=int, default=0, help='seed of the sampler noise')
+    p.add_argument('--speed', choices=SPEEDS, default='fp32', help='the network variant (demo and play run int8)')
+    p.add_argument('--json', action='store_true')
 
 def _eval_parser(sub):
     e = (sub.add_parser('eval', help='evaluations (JSON with --json)')
@@ -402,36 +414,19 @@ def _eval_parser(sub):
                       help="each movement key held from world start views: nearer the "
                            "true render of that key than of its opposite? accuracy, by "
                            "key; for turns the view's drift beside the true render's")
-    sg.add_argument('--checkpoint', default=None,
-                    help='a model with memory (train student / pdd / dmd); default: '
-                         'the shipped small student')
-    sg.add_argument('--vae', default=None, help='its VAE (default: the shipped small VAE)')
-    sg.add_argument('--seeds', type=int, nargs='+', default=list(range(8)),
-                    help='world seeds whose start views are played (default 0-7)')
+    _stream_args(sg, 'world seeds whose start views are played (default 0-7)')
     sg.add_argument('--keys', nargs='+', choices=STEER_KEYS, default=list(STEER_KEYS),
                     help='the keys judged (default: all eight)')
     sg.add_argument('--chunks', type=positive_int, default=3, help='chunks each key is held')
-    sg.add_argument('--seed', type=int, default=0, help="seed of the sampler noise")
-    sg.add_argument('--speed', choices=SPEEDS, default='fp32',
-                    help='the network variant (demo and play run int8)')
-    sg.add_argument('--json', action='store_true')
     sg.set_defaults(fn=cmd_eval_steering)
     ev = e.add_parser('events',
                       help="each event the world renders (night, fog, an object appearing, a "
                            "chest opening, ...) typed into a stream: nearer the true render with "
                            "it than without? success, unprompted, oracle, by event, time to appear")
-    ev.add_argument('--checkpoint', default=None,
-                    help='a model with memory (train student / pdd / dmd); default: '
-                         'the shipped small student')
-    ev.add_argument('--vae', default=None, help='its VAE (default: the shipped small VAE)')
-    ev.add_argument('--seeds', type=int, nargs='+', default=list(range(8)), help='world seeds (default 0-7)')
+    _stream_args(ev, 'world seeds (default 0-7)')
     ev.add_argument('--events', nargs='+', default=None, metavar='EVENT',
                     help='the events judged (default: all the world renders)')
-    ev.add_argument('--seed', type=int, default=0, help='seed of the sampler noise')
-    ev.add_argument('--speed', choices=SPEEDS, default='fp32',
-                    help='the network variant (demo and play run int8)')
     ev.add_argument('--per-trial', action='store_true', help='also every trial')
-    ev.add_argument('--json', action='store_true')
     ev.set_defaults(fn=cmd_eval_events)
     r = e.add_parser('revisit',
                      help='loop closure: generated vs generated at the same pose '

@@ -5,9 +5,8 @@
 # %% auto #0
 __all__ = ['KEYS', 'MAX_TEXT', 'DEMO_SCRIPT', 'DEMO_FILES', 'DEMO_LEGACY', 'DEMO_EVENTS', 'SPEED_VARIANTS', 'STEER_KEYS',
            'TURN_KEYS', 'h_shift', 'drift', 'keys_action', 'parse_script', 'check_text', 'world_of', 'with_memory',
-           'Session', 'fork', 'parse_event', 'play', 'true_frames', 'WorldSession', 'demo', 'int8_world',
-           'FusedSelfAttention', 'fused_world', 'compiled_world', 'run_stream', 'chunk_ms_side_by_side', 'bench_stream',
-           'steering']
+           'Session', 'fork', 'parse_event', 'play', 'WorldSession', 'demo', 'int8_world', 'FusedSelfAttention',
+           'fused_world', 'compiled_world', 'run_stream', 'chunk_ms_side_by_side', 'bench_stream', 'steering']
 
 # %% ../nbs/10_realtime.ipynb #b447d643
 import re, time, resource, copy
@@ -18,7 +17,7 @@ from .world import World, FPS, TURN_RATE, check_action, CHARACTERS
 from .dit import EulerSampler, Attention
 from einops import rearrange
 from .data import frames_to_tensor, tensor_to_frames, write_bytes_atomic
-from .control_eval import true_render, psnr, sharpness
+from .control_eval import true_render, true_frames, psnr, sharpness
 from .controls import still_actions, T_FACTOR
 from .teacher_forcing import MemoryWorld
 from .stream import WorldStream
@@ -269,13 +268,6 @@ def _demo_report(p) -> bool:
 DEMO_LEGACY = {'report.html': _demo_report,
                **dict.fromkeys(('demo.mp4', 'strip.png'), lambda p: _demo_report(p.parent/'report.html'))}
 DEMO_EVENTS = ('at 4s: It starts to snow.', 'at 10s: Fog rolls in.')
-
-def true_frames(world: World, actions, res: int, perspective: int = 1) -> np.ndarray:
-    """The world's own frames of per-frame `actions` (T, 6) from its start, the start frame first: uint8
-    (1 + T, res, res, 3)."""
-    start = world.start_state(perspective).pose
-    return np.concatenate([world.render(start[None], [0.0], res)[0],
-                           true_render(world, start, np.asarray(actions), 1/FPS, res)])
 
 class WorldSession(Session):
     """The world's own renderer behind the `Session` interface: `step(keys)` returns the true frames of the
