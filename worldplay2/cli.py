@@ -176,7 +176,7 @@ def cmd_train(a):
                            p_high_sigma=a.p_high_sigma, camera_rope=a.camera_rope,
                            camera_heads=a.camera_heads, shift=a.shift, pred=a.pred, token_dims=a.token_dims,
                            neg_weight=a.neg_actions, neg_ratio=a.neg_ratio, screen_pos=a.screen_pos,
-                           high_sigma=a.high_sigma, travel=a.travel),
+                           high_sigma=a.high_sigma, travel=a.travel, refine=a.refine),
                  compressor=dict(vae=a.vae, model=a.model, window=a.window), teacher=memory, student=memory,
                  pdd=dict(init=a.init, vae=a.vae, window=a.window, solver=a.solver),
                  dmd=dict(init=a.init, vae=a.vae, teacher=a.teacher, window=a.window,
@@ -548,6 +548,9 @@ def _train_parser(sub):
     t.add_argument('--screen-pos', action=argparse.BooleanOptionalAction, default=None,
                    help="base: give each token a learned embedding of its place on the screen "
                         "(DiTConfig.screen_pos; default: the model config's, off for a new one)")
+    t.add_argument('--refine', action=argparse.BooleanOptionalAction, default=None,
+                   help="base: correct the head's answer with a small convolutional refiner at latent "
+                        "resolution (DiTConfig.refine; default: the model config's, off for a new one)")
     t.add_argument('--travel', action=argparse.BooleanOptionalAction, default=None,
                    help="base: also embed the walk and turn commanded since the clip's first latent "
                         "(ControlConfig.travel; default: the model config's, off for a new one)")

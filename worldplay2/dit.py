@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['NEW_PARTS', 'DiTConfig', 'ModelConfig', 'model_config', 'rope_angles', 'apply_rope', 'token_positions',
-           'timestep_embedding', 'modulate', 'Room', 'Attention', 'DiTBlock', 'skip_scales', 'TokenIn', 'make_patchify',
-           'MemoryTokens', 'WorldDiT', 'WorldModel', 'has_part', 'with_new_parts', 'fit_token_basis',
+           'timestep_embedding', 'modulate', 'Room', 'Attention', 'DiTBlock', 'Refiner', 'skip_scales', 'TokenIn',
+           'make_patchify', 'MemoryTokens', 'WorldDiT', 'WorldModel', 'has_part', 'with_new_parts', 'fit_token_basis',
            'with_token_basis', 'frame_causal_mask', 'shift_sigma', 'FlowMatching', 'EulerSampler', 'flow_step']
 
 # %% ../nbs/04_dit.ipynb #9b3c7515
@@ -50,6 +50,9 @@ class DiTConfig:
     # the network sees and predicts the top `token_dims` principal components of each latent patch (`TokenIn`,
     # fitted by `fit_token_basis`); 0: all z_ch·patch² numbers of it
     token_dims: int = 0
+    # add a small convolutional refiner at latent resolution after the head (`Refiner`): it sees the noisy
+    # latent, the head's answer and the noise level, and corrects the answer locally, across patch edges
+    refine: bool = False
 
     def __post_init__(self):
         P, size = '[0, 1]', '[1, inf)'
@@ -216,6 +219,25 @@ class DiTBlock(nn.Module):
         return h + g2*self.ffn(modulate(self.norm2(h), sh2, sc2))
 
 # %% ../nbs/04_dit.ipynb #dd933f85
+class Refiner(nn.Module):
+    """A local correction of the DiT's answer at latent resolution: answer + conv(SiLU(conv([x_σ, answer, σ]))).
+    The head predicts each p×p patch from its token alone, so detail inside a patch and continuity across
+    patch edges must pass through d_model numbers per token; two 3×3 convolutions over the latent grid see
+    the noisy latent itself and the neighbouring patches. The last convolution starts at zero."""
+    def __init__(self, z_ch: int, width: int = 64):
+        super().__init__()
+        self.net = nn.Sequential(nn.Conv2d(2*z_ch + 1, width, 3, padding=1), nn.SiLU(),
+                                 nn.Conv2d(width, z_ch, 3, padding=1))
+        nn.init.zeros_(self.net[-1].weight); nn.init.zeros_(self.net[-1].bias)
+
+    def forward(self, x, out, sigma):
+        """x (B, n, C, h, w) the noisy latents, out (..., B, n, C, h, w) the answer (any leading heads),
+        sigma (B, n) -> out refined."""
+        *lead, C, h, w = out.shape
+        s = sigma[..., None, None, None].expand(*lead, 1, h, w)
+        inp = torch.cat([x.expand(*lead, C, h, w), out, s.to(out)], -3).reshape(-1, 2*C + 1, h, w)
+        return out + self.net(inp).view(out.shape)
+
 def skip_scales(sigma):
     """EDM's preconditioning (Karras et al. 2022) for x_σ = (1 − σ)·x0 + σ·ε and unit-variance latents:
     (c_skip, c_out) of x0 = c_skip·x_σ + c_out·F, c_skip the best linear guess of x0 from x_σ, c_out the
@@ -270,6 +292,7 @@ class WorldDiT(nn.Module):
         self.ada_out = nn.Sequential(nn.SiLU(), nn.Linear(d, 2*d))
         self.head = nn.Linear(d, c.token_dims or c.patch_dims)
         for m in (self.ada_out[-1], self.head): nn.init.zeros_(m.weight); nn.init.zeros_(m.bias)
+        self.refiner = Refiner(c.z_ch) if c.refine else None
 
     def memory_kv(self, memory: MemoryTokens, ctx, ctx_mask=None, mask=None, past=None):
         """Per block, the self-attention (k, v) of memory tokens run on their own (noise level 0, no clip):
@@ -348,10 +371,11 @@ class WorldDiT(nn.Module):
         # principal components back to a patch
         if self.c.token_dims: out = self.patchify.unproject(out)
         out = rearrange(out, 'b (n y x) ... (c p q) -> ... b n c (y p) (x q)', n=n, y=hh//p, p=p, q=p)
-        if self.c.pred == 'v': return out
         if self.c.pred == 'skip':                                                # x0 = c_skip·x_σ + c_out·out
             c_skip, c_out = skip_scales(sigma[..., None, None, None])
             out = c_skip*x + c_out*out
+        if self.refiner is not None: out = self.refiner(x, out, sigma)
+        if self.c.pred == 'v': return out
         # x0-prediction, returned as a velocity
         return (x - out)/sigma.clamp_min(self.c.sigma_floor)[..., None, None, None]
 
@@ -394,17 +418,20 @@ class WorldModel(nn.Module):
         return self.dit(x, sigma, e, ctx, ctx_mask, mask, t0, memory, offset=off, **kw)
 
 # flag: (config, what it adds)
-NEW_PARTS = dict(screen_pos=('dit', 'screen positions'), travel=('control', 'the travel embedding'))
+NEW_PARTS = dict(screen_pos=('dit', 'screen positions'), travel=('control', 'the travel embedding'),
+                 refine=('dit', 'the refiner'))
 
 def has_part(config: ModelConfig, name: str) -> bool:
     "Whether `config` turns on the part `name` of `NEW_PARTS`."
     return getattr(getattr(config, NEW_PARTS[name][0]), name)
 
-def with_new_parts(model: WorldModel, screen_pos: bool = False, travel: bool = False) -> WorldModel:
+def with_new_parts(model: WorldModel, screen_pos: bool = False, travel: bool = False,
+                   refine: bool = False) -> WorldModel:
     """A copy of `model` with the parts asked for added: screen positions (`DiTConfig.screen_pos`), the travel
-    embedding (`ControlConfig.travel`). Each starts at zero, so the copy computes what `model` does."""
+    embedding (`ControlConfig.travel`), the refiner (`DiTConfig.refine`). Each starts at zero, so the copy
+    computes what `model` does."""
     import copy
-    asked = [k for k, on in dict(screen_pos=screen_pos, travel=travel).items() if on]
+    asked = [k for k, on in dict(screen_pos=screen_pos, travel=travel, refine=refine).items() if on]
     if not asked: raise ValueError(f"no part asked for: pass one of {list(NEW_PARTS)}")
     has = [k for k in asked if has_part(model.config, k)]
     if has:

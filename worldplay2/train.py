@@ -441,6 +441,7 @@ def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_si
                p_high_sigma: float = None, camera_rope: bool = None, camera_heads: int = None,
                shift: float = None, neg_weight: float = 0.0, neg_ratio: float = 1.0, screen_pos: bool = None,
                high_sigma: float = None, travel: bool = None, pred: str = None, token_dims: int = None,
+               refine: bool = None,
                **trainer_kw) -> dict:
     """Stages 1–2: encode the episodes under `data` with the trained VAE (`vae`: its folder), then train the
     bidirectional WorldModel of `preset` — from scratch, or from the model/ folder `init` of an earlier run
@@ -458,7 +459,9 @@ def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_si
     latent (`ControlConfig.travel`; gained likewise), `pred` what the head predicts (`DiTConfig.pred`: 'x0',
     or 'skip', where the clean latent also passes around the network), `token_dims` how many principal
     components of each latent patch the model sees and predicts (`DiTConfig.token_dims`; fitted on the
-    training latents, a model trained on whole patches is carried over by `with_token_basis`)."""
+    training latents, a model trained on whole patches is carried over by `with_token_basis`), `refine` whether
+    a convolutional refiner corrects the head's answer at latent resolution (`DiTConfig.refine`; gained
+    likewise)."""
     out = Path(out)
     if vae is None:
         raise ValueError("train base needs the trained VAE: "
@@ -472,7 +475,8 @@ def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_si
     v = load_vae(vae)
     model = load_world(init).train() if init is not None else None
     if model is not None: check_latent_stats(model, v, f"the model of {init}")
-    asked = {k: on for k, on in dict(screen_pos=screen_pos, travel=travel).items() if on is not None}
+    asked = {k: on for k, on in dict(screen_pos=screen_pos, travel=travel, refine=refine).items()
+             if on is not None}
     if model is not None:
         dropped = [k for k, on in asked.items() if has_part(model.config, k) and not on]
         if dropped:
@@ -540,7 +544,7 @@ def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_si
                    p_i2v=cfg.dit.p_i2v, p_high_sigma=cfg.dit.p_high_sigma, high_sigma=cfg.dit.high_sigma,
                    camera_rope=cfg.dit.camera_rope, camera_heads=cfg.dit.camera_heads,
                    screen_pos=cfg.dit.screen_pos, travel=cfg.control.travel, shift=cfg.dit.shift,
-                   pred=cfg.dit.pred, token_dims=cfg.dit.token_dims,
+                   pred=cfg.dit.pred, token_dims=cfg.dit.token_dims, refine=cfg.dit.refine,
                    **(dict(token_variance_kept=round(kept, 5)) if kept is not None else {}),
                    **(dict(neg_weight=neg_weight, neg_ratio=neg_ratio) if neg_weight else {}),
                    wall_s_this_run=round(time.time() - t0, 1),
