@@ -328,7 +328,8 @@ def cmd_eval_pdd(a):
     return emit(a, res)
 
 def stream_session(a):
-    "The `Session` of a stream evaluation's flags (`--checkpoint`, `--vae`, `--speed`, `--seed`), and what it plays."
+    """The `Session` of a stream evaluation's flags (`--checkpoint`, `--vae`, `--speed`, `--seed`), and what
+    it plays."""
     from worldplay2.realtime import Session
     from worldplay2.train import pretrained
     mw, vae, sampler, what = load_player(a.checkpoint or pretrained('small-student'), a.vae, a.speed)
@@ -361,7 +362,8 @@ def _stream_args(p, seeds: str):
     p.add_argument('--vae', default=None, help='its VAE (default: the shipped small VAE)')
     p.add_argument('--seeds', type=int, nargs='+', default=list(range(8)), help=seeds)
     p.add_argument('--seed', type=int, default=0, help='seed of the sampler noise')
-    p.add_argument('--speed', choices=SPEEDS, default='fp32', help='the network variant (demo and play run int8)')
+    p.add_argument('--speed', choices=SPEEDS, default='fp32',
+                   help='the network variant (demo and play run int8)')
     p.add_argument('--json', action='store_true')
 
 def _eval_parser(sub):

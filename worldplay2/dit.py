@@ -220,7 +220,8 @@ class DiTBlock(nn.Module):
 
 # %% ../nbs/04_dit.ipynb #dd933f85
 class Refiner(nn.Module):
-    """A local correction of the DiT's answer at latent resolution: answer + conv(SiLU(conv([x_σ, answer, σ]))).
+    """A local correction of the DiT's answer at latent resolution:
+    answer + conv(SiLU(conv([x_σ, answer, σ]))).
     The head predicts each p×p patch from its token alone, so detail inside a patch and continuity across
     patch edges must pass through d_model numbers per token; two 3×3 convolutions over the latent grid see
     the noisy latent itself and the neighbouring patches. The last convolution starts at zero."""

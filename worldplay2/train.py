@@ -459,9 +459,9 @@ def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_si
     latent (`ControlConfig.travel`; gained likewise), `pred` what the head predicts (`DiTConfig.pred`: 'x0',
     or 'skip', where the clean latent also passes around the network), `token_dims` how many principal
     components of each latent patch the model sees and predicts (`DiTConfig.token_dims`; fitted on the
-    training latents, a model trained on whole patches is carried over by `with_token_basis`), `refine` whether
-    a convolutional refiner corrects the head's answer at latent resolution (`DiTConfig.refine`; gained
-    likewise)."""
+    training latents, a model trained on whole patches is carried over by `with_token_basis`), `refine`
+    whether a convolutional refiner corrects the head's answer at latent resolution (`DiTConfig.refine`;
+    gained likewise)."""
     out = Path(out)
     if vae is None:
         raise ValueError("train base needs the trained VAE: "
