@@ -181,7 +181,7 @@ def cmd_train(a):
                  pdd=dict(init=a.init, vae=a.vae, window=a.window, solver=a.solver),
                  dmd=dict(init=a.init, vae=a.vae, teacher=a.teacher, window=a.window,
                           dmd_config=dmd_config(a)) if a.stage == 'dmd' else {}).get(a.stage, {})
-    from worldplay2.train import claim_run
+    from worldplay2.fit import claim_run
     fresh = not Path(a.out).exists()
     # only the run's own entries, before any work
     claim_run(a.out)
@@ -227,7 +227,8 @@ def cmd_bench_memory(a):
 def cmd_eval_control(a):
     """Control accuracy of a trained base model or memory teacher's DiT against the world's true renders
     (held-out episodes)."""
-    from worldplay2.train import pretrained, check_latents_match, check_latent_stats
+    from worldplay2.train import pretrained
+    from worldplay2.fit import check_latents_match, check_latent_stats
     from worldplay2.vae import load_vae
     from worldplay2.hub import from_pretrained
     from worldplay2.control_eval import eval_control, eval_motions, model_generator, best_for_control
@@ -271,7 +272,7 @@ def cmd_eval_revisit(a):
     """RevisitBench on loop episodes: generated vs generated at the same pose, and vs the true frames, per
     memory variant."""
     from worldplay2.teacher_forcing import load_memory_world
-    from worldplay2.train import check_latent_stats
+    from worldplay2.fit import check_latent_stats
     from worldplay2.vae import load_vae
     from worldplay2.revisit import eval_revisit
     from worldplay2.data import list_episodes, split_episodes, samples_dir
@@ -314,7 +315,7 @@ def cmd_eval_pdd(a):
     from worldplay2.teacher_forcing import load_memory_world
     from worldplay2.pdd import load_pdd_world, rollout_quality
     from worldplay2.dit import EulerSampler
-    from worldplay2.train import check_latent_stats
+    from worldplay2.fit import check_latent_stats
     from worldplay2.vae import load_vae
     from worldplay2.data import list_episodes, split_episodes, samples_dir
     pw, ar, vae = load_pdd_world(a.checkpoint), load_memory_world(a.student), load_vae(a.vae)
@@ -728,7 +729,8 @@ def load_player(checkpoint, vae=None, speed: str = 'fp32'):
         raise ValueError(f"unknown speed variant '{speed}'; known: {', '.join(SPEED_VARIANTS)}")
     from worldplay2.hub import from_pretrained
     from worldplay2.vae import load_vae
-    from worldplay2.train import pretrained, check_latent_stats
+    from worldplay2.train import pretrained
+    from worldplay2.fit import check_latent_stats
     from worldplay2.dit import EulerSampler
     net = from_pretrained(checkpoint)
     kind = type(net).__name__

@@ -13,14 +13,20 @@ from pathlib import Path
 import numpy as np
 import torch, torch.nn.functional as F
 import lightning as L
+from .world import World
+from .episodes import loop_actions
+from .data import frames_to_tensor, tensor_to_frames, write_json_atomic
+from .vae import check_fields, load_vae, recon_metrics
 from .dit import FlowMatching
-from .vae import check_fields
 from .controls import (still_actions, mirror_actions, guide, turned_before, frames_of,
                                  frame_spans, T_FACTOR)
 from .teacher_forcing import (MemoryWorld, ForcingConfig, teacher_loss, forcing_loaders,
                                         load_memory_world, run_probe, model_kind)
 from .stream import WorldStream
 from .pdd import PDDWorld, PDDConfig, save_pdd_world, load_pdd_world
+from .revisit import loop_rollout
+from .control_eval import true_frames, sharpness
+from .fit import make_trainer, check_latent_stats, resume_path
 
 # %% ../nbs/09_stable_forcing.ipynb #42d78390
 def dmd_direction(x0_gen, x_sigma, sigma, v_real, v_fake):
@@ -220,9 +226,6 @@ def train_dmd(data, out, init, teacher, vae, preset: str = 'small', max_steps: i
     or the AR student of `train student` (the "no PDD init" ablation: every head starts as its head) — against
     the frozen bidirectional `teacher` (`train teacher`), which also initialises the critic. Windows of the
     episodes under `data` give each rollout's first frame, actions, captions."""
-    from worldplay2.train import make_trainer, check_latent_stats, resume_path
-    from worldplay2.vae import load_vae
-    from worldplay2.data import write_json_atomic
     out, dc, fc = Path(out), dmd or DMDConfig(), forcing or ForcingConfig()
     kind = model_kind(init)
     if kind == 'PDDWorld': gen = load_pdd_world(init)
@@ -308,9 +311,6 @@ def long_loop(seed: int, latents: int, lap_latents: int = 16, res: int = 128, pe
     """A loop walked again and again in the world of `seed`: (world, per-frame actions (T, 6), the world's
     true frames uint8 (T, res, res, 3)), T = 1 + 4·(latents − 1). A lap is a self-symmetric loop of
     P = 4·lap_latents frames ending at the start pose, so frames t and t + P show the same view."""
-    from worldplay2.world import World
-    from worldplay2.episodes import loop_actions
-    from worldplay2.realtime import true_frames
     if latents < 2 or lap_latents < 2:
         raise ValueError("a long loop needs latents >= 2 and lap_latents >= 2, "
                          f"got {latents} and {lap_latents}")
@@ -329,10 +329,6 @@ def horizon_quality(models: dict, vae, seeds=(0, 1, 2, 3), latents: int = 65, la
     over the whole rollout and per lap (`sharpness_by_lap`), and for each lap after the first its revisit PSNR
     — its generated frames against the first lap's at the same poses (`revisit_by_lap`). Means over the
     seeds."""
-    from worldplay2.vae import recon_metrics
-    from worldplay2.data import frames_to_tensor, tensor_to_frames
-    from worldplay2.revisit import loop_rollout
-    from worldplay2.control_eval import sharpness
     P, T = T_FACTOR*lap_latents, frames_of(latents)
     if T <= P:
         raise ValueError(f"{latents} latents do not finish one lap of {lap_latents} latents: "

@@ -16,11 +16,15 @@ import numpy as np
 import torch, torch.nn as nn, torch.nn.functional as F
 import lightning as L
 from einops import rearrange, repeat
-from .vae import check_fields
-from .dit import WorldModel, MemoryTokens, FlowMatching, flow_step, model_config
+from .data import event_at, load_json, split_episodes, write_json_atomic
+from .vae import VAEConfig, check_fields, save_weights, load_net, load_vae
+from .dit import (WorldModel, DiTConfig, ModelConfig, MemoryTokens, FlowMatching, flow_step,
+                            model_config)
 from .compressor import (MemoryConfig, MemoryLayout, Memory, HistoryCompressor, memory_layout,
-                                   make_memory, SINK, CMP, TMP)
-from .controls import FIELDS, camera_offsets, turned_before, frames_of
+                                   make_memory, load_compressor, SINK, CMP, TMP)
+from .controls import ControlConfig, FIELDS, camera_offsets, turned_before, frames_of
+from .fit import encode_latents, make_trainer, resume_path, check_latent_stats, warmup_cosine
+from .train import load_world
 
 # %% ../nbs/07_teacher_forcing.ipynb #bdf643e4
 @dataclass
@@ -130,7 +134,6 @@ class ForcingWindows(torch.utils.data.Dataset):
     """Each encoded episode's first `n` latents, low-res latents, actions, scene, character and the event at
     every latent's time."""
     def __init__(self, paths, n: int, l: int = 2):
-        from worldplay2.data import event_at, load_json
         self.items = []
         for p in map(Path, paths):
             d = np.load(p/'latents.npz')
@@ -187,7 +190,6 @@ class LitForcing(L.LightningModule):
         self.log('val/loss', self._loss(b, torch.Generator().manual_seed(i)))
 
     def configure_optimizers(self):
-        from worldplay2.train import warmup_cosine
         return warmup_cosine(torch.optim.AdamW(self.mw.parameters(), lr=self.lr, weight_decay=0.01),
                              self.warmup, self.max_steps or 10_000)
 
@@ -209,9 +211,6 @@ def memory_world_config(mw: MemoryWorld, vae=None) -> dict:
 def memory_world_from_config(cfg: dict) -> MemoryWorld:
     """A fresh `MemoryWorld` built from `memory_world_config`'s dict (the latent statistics attached, the
     weights untrained)."""
-    from worldplay2.vae import VAEConfig
-    from worldplay2.dit import DiTConfig, ModelConfig
-    from worldplay2.controls import ControlConfig
     mc = ModelConfig(VAEConfig(**dict(cfg['vae'], widths=tuple(cfg['vae']['widths']))),
                      DiTConfig(**cfg['dit']), ControlConfig(**cfg['control']))
     mw = MemoryWorld(WorldModel(mc), HistoryCompressor(MemoryConfig(**cfg['memory']), mc.dit))
@@ -221,12 +220,10 @@ def memory_world_from_config(cfg: dict) -> MemoryWorld:
 def save_memory_world(mw: MemoryWorld, path, dtype=torch.float32, vae=None):
     """Write a `MemoryWorld` to the folder `path`: config.json (with the latent statistics it learnt) and
     model.safetensors."""
-    from worldplay2.vae import save_weights
     return save_weights(mw, path, dict(model='MemoryWorld', **memory_world_config(mw, vae)), dtype)
 
 def load_memory_world(path) -> MemoryWorld:
     "Load a `MemoryWorld` written by `save_memory_world` (float32, eval mode)."
-    from worldplay2.vae import load_net
     return load_net(path, 'MemoryWorld', memory_world_from_config)
 
 def model_kind(path):
@@ -238,8 +235,6 @@ def forcing_loaders(vae, data, out, n: int, mc: MemoryConfig, batch_size: int, n
                     progress: bool = True):
     """Encode the episodes under `data` into `out`/latents (with low-res latents for `mc`) -> (paths,
     {'train', 'val'} loaders of n-latent windows)."""
-    from worldplay2.train import encode_latents
-    from worldplay2.data import split_episodes
     paths = encode_latents(vae, data, Path(out)/'latents', progress, lowres=(mc.l, mc.s))
     dl = lambda ps, shuffle: torch.utils.data.DataLoader(ForcingWindows(ps, n, mc.l), batch_size=batch_size,
                                                          shuffle=shuffle, num_workers=num_workers)
@@ -251,7 +246,6 @@ def fit_stage(lit, dl: dict, out, steps: int, save, devices=1, strategy='auto', 
     """Fit `lit` on `dl`'s loaders (resuming from `out`'s last checkpoint), then `save()` and validate once
     more on rank 0: -> the validation metrics with `steps` done and `wall_s` of this run
     (None on other ranks)."""
-    from worldplay2.train import make_trainer, resume_path
     trainer = make_trainer(Path(out), steps, devices, strategy, progress=progress, **trainer_kw)
     t0 = time.time()
     trainer.fit(lit, dl['train'], dl['val'], ckpt_path=resume_path(Path(out)))
@@ -268,10 +262,6 @@ def train_forcing(data, out, mode: str, init, vae, compressor=None, preset: str 
     `vae`, then train the bidirectional teacher or the chunk-wise student on eq. 5. `init`: a model with
     memory (a teacher, for the student), or — for the teacher — a world model folder of stages 1–2, joined to
     the stage-1 `compressor` folder (a fresh compressor without one)."""
-    from worldplay2.train import load_world, check_latent_stats
-    from worldplay2.compressor import load_compressor
-    from worldplay2.vae import load_vae
-    from worldplay2.data import write_json_atomic
     out, fc = Path(out), forcing or ForcingConfig()
     if mode not in ('teacher', 'student'): raise ValueError(f"unknown mode '{mode}'; known: teacher, student")
     v = load_vae(vae)
