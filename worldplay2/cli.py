@@ -116,7 +116,7 @@ def one_core():
 
 def cmd_bench_world(a):
     "Frames per second of the world renderer at each resolution, on one core."
-    from worldplay2.world import bench_world
+    from worldplay2.bench import bench_world
     core = one_core()
     res = bench_world(tuple(a.res), a.frames, a.seed)
     res['core'] = core
@@ -199,7 +199,8 @@ def cmd_train(a):
 
 def cmd_bench_vae(a):
     "VAE encode/decode frames per second and reconstruction quality on held-out episodes."
-    from worldplay2.vae import load_vae, bench_vae
+    from worldplay2.vae import load_vae
+    from worldplay2.bench import bench_vae
     from worldplay2.train import pretrained
     from worldplay2.data import list_episodes, split_episodes, samples_dir
     one_core() if a.one_core else None
@@ -211,13 +212,13 @@ def cmd_bench_vae(a):
 # %% ../nbs/90_cli.ipynb #90e3d4e3
 def cmd_bench_train(a):
     "Training-step time and peak memory of the base model by clip length."
-    from worldplay2.train import bench_train_step
+    from worldplay2.bench import bench_train_step
     res = bench_train_step(a.preset, tuple(a.latents), a.batch_size, a.steps)
     return emit(a, res)
 
 def cmd_bench_memory(a):
     "Context tokens and time per chunk by horizon, and training-step cost, compressed vs full-context memory."
-    from worldplay2.teacher_forcing import bench_memory, bench_memory_train
+    from worldplay2.bench import bench_memory, bench_memory_train
     res = bench_memory(a.preset, tuple(a.horizons), a.chunk, a.steps)
     if not a.no_train:
         res['training'] = bench_memory_train(a.preset, tuple(a.train_horizons), a.limit_gb, a.train_timeout)
@@ -747,7 +748,7 @@ def load_player(checkpoint, vae=None, speed: str = 'fp32'):
 def cmd_bench_stream(a):
     "Streaming frames/s, first-frame latency and chunk latency over a long run, beside the naive path."
     import torch
-    from worldplay2.realtime import bench_stream
+    from worldplay2.bench import bench_stream
     from worldplay2.dit import WorldModel, EulerSampler, model_config
     from worldplay2.compressor import MemoryConfig, HistoryCompressor
     from worldplay2.teacher_forcing import MemoryWorld
@@ -793,7 +794,7 @@ def cmd_play(a):
 def cmd_bench_distill(a):
     """Seconds per Stable Forcing iteration and peak memory by rollout horizon, clip-wise vs full-context
     scoring."""
-    from worldplay2.dmd import bench_distill
+    from worldplay2.bench import bench_distill
     res = bench_distill(a.preset, tuple(a.horizons), a.limit_gb, a.timeout)
     return emit(a, res)
 

@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['NULL_ACTIONS', 'DMD_TRAIN', 'dmd_direction', 'dmd_loss', 'DMDConfig', 'Rollout', 'rollout', 'clip_scores', 'replay',
-           'critic_loss', 'LitDMD', 'train_dmd', 'bench_distill', 'long_loop', 'horizon_quality']
+           'critic_loss', 'LitDMD', 'train_dmd', 'long_loop', 'horizon_quality']
 
 # %% ../nbs/09_stable_forcing.ipynb #b4e2cbf5
 import time
@@ -21,7 +21,7 @@ from .dit import FlowMatching
 from .controls import (still_actions, mirror_actions, guide, turned_before, frames_of,
                                  frame_spans, T_FACTOR)
 from .teacher_forcing import (MemoryWorld, ForcingConfig, teacher_loss, forcing_loaders,
-                                        load_memory_world, run_probe, model_kind)
+                                        load_memory_world, model_kind)
 from .stream import WorldStream
 from .pdd import PDDWorld, PDDConfig, save_pdd_world, load_pdd_world
 from .revisit import loop_rollout
@@ -257,54 +257,6 @@ def train_dmd(data, out, init, teacher, vae, preset: str = 'small', max_steps: i
                    dmd=asdict(dc), wall_s_this_run=round(time.time() - t0, 1))
     write_json_atomic(out/'metrics.json', metrics)
     return metrics
-
-# %% ../nbs/09_stable_forcing.ipynb #b097f25e
-_DISTILL_PROBE = """
-import json, resource, sys, time, torch
-lim = int(float(sys.argv[4])*2**30); resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
-from worldplay2.dit import WorldModel, model_config
-from worldplay2.vae import CausalVAE, vae_config
-from worldplay2.compressor import MemoryConfig, HistoryCompressor
-from worldplay2.teacher_forcing import MemoryWorld
-from worldplay2.pdd import PDDWorld, PDDConfig
-from worldplay2.dmd import DMDConfig, LitDMD
-preset, context, h = sys.argv[1], sys.argv[2], int(sys.argv[3])
-c = model_config(preset); torch.manual_seed(0)
-mw = lambda: MemoryWorld(WorldModel(c), HistoryCompressor(MemoryConfig(), c.dit))
-lit = LitDMD(PDDWorld(mw(), PDDConfig()), mw(), mw(), CausalVAE(vae_config(preset)),
-             DMDConfig(latents=h, clip=min(h, 8), context=context))
-opts = lit.configure_optimizers(); lit.optimizers = lambda: opts
-lit.manual_backward = lambda l: l.backward(); lit.log_dict = lambda *a, **k: None
-r = c.dit.latent_res; n = 1 + h
-b = dict(z=torch.randn(1, n, c.dit.z_ch, r, r), actions=torch.zeros(1, 1 + 4*h, 6),
-         scene=['An open walled arena.'], character=[''], events=[['No event.']]*n)
-b['actions'][..., 4] = 1
-# warm-up: first-call costs
-dc = lit.dc; lit.dc = DMDConfig(latents=2, clip=2, context=context); lit.training_step(b, 0); lit.dc = dc
-t0 = time.perf_counter(); lit.training_step(b, 0); dt = time.perf_counter() - t0
-print(json.dumps(dict(iter_s=dt, peak_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024)))
-"""
-
-def bench_distill(preset: str = 'small', horizons=(16, 32, 64, 128), limit_gb: float = 20.0,
-                  timeout: int = 900) -> dict:
-    """Seconds per Stable Forcing iteration and peak resident memory (MB) at each rollout horizon (latents),
-    clip-wise vs full-context scoring, each in a fresh process limited to `limit_gb`; null where a variant ran
-    out of memory or time (and it stops there)."""
-    out = dict(preset=preset, limit_gb=limit_gb, clip=8,
-               clip_note='clip-wise scores 8-latent clips (the whole rollout when shorter)',
-               horizons=list(horizons))
-    for context, key in (('clip', 'clipwise'), ('full', 'full')):
-        it, peak, stop = [], [], 'all horizons ran'
-        for h in horizons:
-            m, why = ((None, stop) if it and it[-1] is None
-                      else run_probe(_DISTILL_PROBE, [preset, context, h, limit_gb], timeout,
-                                     f'{context}, horizon {h}'))
-            if m is None:
-                if stop == 'all horizons ran': stop = f'horizon {h}: {why}'
-                it.append(None); peak.append(None); continue
-            it.append(round(m['iter_s'], 2)); peak.append(round(m['peak_mb']))
-        out[f'iter_s_{key}'], out[f'peak_mb_{key}'], out[f'stopped_{key}'] = it, peak, stop
-    return out
 
 # %% ../nbs/09_stable_forcing.ipynb #328d73ea
 def long_loop(seed: int, latents: int, lap_latents: int = 16, res: int = 128, perspective: int = 1):

@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['VAE_TRAIN', 'BASE_TRAIN', 'PRETRAINED_DIR', 'WHEEL_MODELS', 'REPO_MODELS', 'train_vae', 'LitWorld', 'save_world',
-           'load_world', 'train_base', 'shipped_names', 'pretrained', 'bench_train_step']
+           'load_world', 'train_base', 'shipped_names', 'pretrained']
 
 # %% ../nbs/05_training.ipynb #f418d020
 import itertools, json, time
@@ -251,36 +251,3 @@ def pretrained(name: str) -> Path:
            if name in REPO_MODELS
            else "train one") + " with `worldplay2 train ...`"
     raise ValueError(f"no shipped model '{name}' here (shipped: {have or 'none'}); {get}")
-
-# %% ../nbs/05_training.ipynb #3c09d7df
-_STEP_PROBE = """
-import json, resource, sys, time, torch
-from worldplay2.dit import WorldModel, FlowMatching, flow_step, model_config
-preset, n, B, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-c = model_config(preset); torch.manual_seed(0)
-m = WorldModel(c); opt = torch.optim.AdamW(m.parameters(), lr=1e-4); fm = FlowMatching(c.dit.shift)
-z = torch.randn(B, n, c.dit.z_ch, c.dit.latent_res, c.dit.latent_res)
-a = torch.zeros(B, 4*n, 6); a[..., 4] = 1
-caps = (['An open walled arena in a meadow.']*B, ['A slim figure.']*B, ['No event.']*B)
-times = []
-for i in range(steps + 1):
-    t0 = time.perf_counter(); loss = flow_step(m, fm, z, a, caps)
-    opt.zero_grad(); loss.backward(); opt.step(); times.append(time.perf_counter() - t0)
-print(json.dumps(dict(step_s=sum(times[1:])/steps,
-                      peak_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024)))
-"""
-
-def bench_train_step(preset: str = 'small', n_latents=(2, 3, 5, 9), batch_size: int = 8,
-                     steps: int = 3) -> dict:
-    """Seconds per training step and peak resident memory (MB) of the base model at each clip length
-    (latents), each in a fresh process."""
-    import subprocess, sys
-    cfg, rows = model_config(preset), {}
-    for n in n_latents:
-        r = subprocess.run([sys.executable, '-c', _STEP_PROBE, preset, str(n), str(batch_size), str(steps)],
-                           capture_output=True, text=True, timeout=3600)
-        if r.returncode: raise RuntimeError(f"step probe failed for n={n}: {r.stderr[-500:]}")
-        m = json.loads(r.stdout.strip().splitlines()[-1])
-        rows[str(n)] = dict(frames=cfg.vae.n_frames(n), tokens=n*cfg.dit.tokens_per_frame,
-                            step_s=round(m['step_s'], 3), peak_mb=round(m['peak_mb']))
-    return dict(preset=preset, batch_size=batch_size, threads=torch.get_num_threads(), by_latents=rows)
