@@ -116,7 +116,7 @@ def one_core():
 
 def cmd_bench_world(a):
     "Frames per second of the world renderer at each resolution, on one core."
-    from worldplay2.world import bench_world
+    from worldplay2.bench import bench_world
     core = one_core()
     res = bench_world(tuple(a.res), a.frames, a.seed)
     res['core'] = core
@@ -181,7 +181,7 @@ def cmd_train(a):
                  pdd=dict(init=a.init, vae=a.vae, window=a.window, solver=a.solver),
                  dmd=dict(init=a.init, vae=a.vae, teacher=a.teacher, window=a.window,
                           dmd_config=dmd_config(a)) if a.stage == 'dmd' else {}).get(a.stage, {})
-    from worldplay2.train import claim_run
+    from worldplay2.fit import claim_run
     fresh = not Path(a.out).exists()
     # only the run's own entries, before any work
     claim_run(a.out)
@@ -199,7 +199,8 @@ def cmd_train(a):
 
 def cmd_bench_vae(a):
     "VAE encode/decode frames per second and reconstruction quality on held-out episodes."
-    from worldplay2.vae import load_vae, bench_vae
+    from worldplay2.vae import load_vae
+    from worldplay2.bench import bench_vae
     from worldplay2.train import pretrained
     from worldplay2.data import list_episodes, split_episodes, samples_dir
     one_core() if a.one_core else None
@@ -211,13 +212,13 @@ def cmd_bench_vae(a):
 # %% ../nbs/90_cli.ipynb #90e3d4e3
 def cmd_bench_train(a):
     "Training-step time and peak memory of the base model by clip length."
-    from worldplay2.train import bench_train_step
+    from worldplay2.bench import bench_train_step
     res = bench_train_step(a.preset, tuple(a.latents), a.batch_size, a.steps)
     return emit(a, res)
 
 def cmd_bench_memory(a):
     "Context tokens and time per chunk by horizon, and training-step cost, compressed vs full-context memory."
-    from worldplay2.teacher_forcing import bench_memory, bench_memory_train
+    from worldplay2.bench import bench_memory, bench_memory_train
     res = bench_memory(a.preset, tuple(a.horizons), a.chunk, a.steps)
     if not a.no_train:
         res['training'] = bench_memory_train(a.preset, tuple(a.train_horizons), a.limit_gb, a.train_timeout)
@@ -227,7 +228,8 @@ def cmd_bench_memory(a):
 def cmd_eval_control(a):
     """Control accuracy of a trained base model or memory teacher's DiT against the world's true renders
     (held-out episodes)."""
-    from worldplay2.train import pretrained, check_latents_match, check_latent_stats
+    from worldplay2.train import pretrained
+    from worldplay2.fit import check_latents_match, check_latent_stats
     from worldplay2.vae import load_vae
     from worldplay2.hub import from_pretrained
     from worldplay2.control_eval import eval_control, eval_motions, model_generator, best_for_control
@@ -271,7 +273,7 @@ def cmd_eval_revisit(a):
     """RevisitBench on loop episodes: generated vs generated at the same pose, and vs the true frames, per
     memory variant."""
     from worldplay2.teacher_forcing import load_memory_world
-    from worldplay2.train import check_latent_stats
+    from worldplay2.fit import check_latent_stats
     from worldplay2.vae import load_vae
     from worldplay2.revisit import eval_revisit
     from worldplay2.data import list_episodes, split_episodes, samples_dir
@@ -314,7 +316,7 @@ def cmd_eval_pdd(a):
     from worldplay2.teacher_forcing import load_memory_world
     from worldplay2.pdd import load_pdd_world, rollout_quality
     from worldplay2.dit import EulerSampler
-    from worldplay2.train import check_latent_stats
+    from worldplay2.fit import check_latent_stats
     from worldplay2.vae import load_vae
     from worldplay2.data import list_episodes, split_episodes, samples_dir
     pw, ar, vae = load_pdd_world(a.checkpoint), load_memory_world(a.student), load_vae(a.vae)
@@ -730,7 +732,8 @@ def load_player(checkpoint, vae=None, speed: str = 'fp32'):
         raise ValueError(f"unknown speed variant '{speed}'; known: {', '.join(SPEED_VARIANTS)}")
     from worldplay2.hub import from_pretrained
     from worldplay2.vae import load_vae
-    from worldplay2.train import pretrained, check_latent_stats
+    from worldplay2.train import pretrained
+    from worldplay2.fit import check_latent_stats
     from worldplay2.dit import EulerSampler
     net = from_pretrained(checkpoint)
     kind = type(net).__name__
@@ -747,7 +750,7 @@ def load_player(checkpoint, vae=None, speed: str = 'fp32'):
 def cmd_bench_stream(a):
     "Streaming frames/s, first-frame latency and chunk latency over a long run, beside the naive path."
     import torch
-    from worldplay2.realtime import bench_stream
+    from worldplay2.bench import bench_stream
     from worldplay2.dit import WorldModel, EulerSampler, model_config
     from worldplay2.compressor import MemoryConfig, HistoryCompressor
     from worldplay2.teacher_forcing import MemoryWorld
@@ -793,7 +796,7 @@ def cmd_play(a):
 def cmd_bench_distill(a):
     """Seconds per Stable Forcing iteration and peak memory by rollout horizon, clip-wise vs full-context
     scoring."""
-    from worldplay2.dmd import bench_distill
+    from worldplay2.bench import bench_distill
     res = bench_distill(a.preset, tuple(a.horizons), a.limit_gb, a.timeout)
     return emit(a, res)
 

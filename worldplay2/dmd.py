@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['NULL_ACTIONS', 'DMD_TRAIN', 'dmd_direction', 'dmd_loss', 'DMDConfig', 'Rollout', 'rollout', 'clip_scores', 'replay',
-           'critic_loss', 'LitDMD', 'train_dmd', 'bench_distill', 'long_loop', 'horizon_quality']
+           'critic_loss', 'LitDMD', 'train_dmd', 'long_loop', 'horizon_quality']
 
 # %% ../nbs/09_stable_forcing.ipynb #b4e2cbf5
 import time
@@ -13,14 +13,20 @@ from pathlib import Path
 import numpy as np
 import torch, torch.nn.functional as F
 import lightning as L
+from .world import World
+from .episodes import loop_actions
+from .data import frames_to_tensor, tensor_to_frames, write_json_atomic
+from .vae import check_fields, load_vae, recon_metrics
 from .dit import FlowMatching
-from .vae import check_fields
 from .controls import (still_actions, mirror_actions, guide, turned_before, frames_of,
                                  frame_spans, T_FACTOR)
 from .teacher_forcing import (MemoryWorld, ForcingConfig, teacher_loss, forcing_loaders,
-                                        load_memory_world, run_probe, model_kind)
+                                        load_memory_world, model_kind)
 from .stream import WorldStream
 from .pdd import PDDWorld, PDDConfig, save_pdd_world, load_pdd_world
+from .revisit import loop_rollout
+from .control_eval import true_frames, sharpness
+from .fit import make_trainer, check_latent_stats, resume_path
 
 # %% ../nbs/09_stable_forcing.ipynb #42d78390
 def dmd_direction(x0_gen, x_sigma, sigma, v_real, v_fake):
@@ -220,9 +226,6 @@ def train_dmd(data, out, init, teacher, vae, preset: str = 'small', max_steps: i
     or the AR student of `train student` (the "no PDD init" ablation: every head starts as its head) — against
     the frozen bidirectional `teacher` (`train teacher`), which also initialises the critic. Windows of the
     episodes under `data` give each rollout's first frame, actions, captions."""
-    from worldplay2.train import make_trainer, check_latent_stats, resume_path
-    from worldplay2.vae import load_vae
-    from worldplay2.data import write_json_atomic
     out, dc, fc = Path(out), dmd or DMDConfig(), forcing or ForcingConfig()
     kind = model_kind(init)
     if kind == 'PDDWorld': gen = load_pdd_world(init)
@@ -255,62 +258,11 @@ def train_dmd(data, out, init, teacher, vae, preset: str = 'small', max_steps: i
     write_json_atomic(out/'metrics.json', metrics)
     return metrics
 
-# %% ../nbs/09_stable_forcing.ipynb #b097f25e
-_DISTILL_PROBE = """
-import json, resource, sys, time, torch
-lim = int(float(sys.argv[4])*2**30); resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
-from worldplay2.dit import WorldModel, model_config
-from worldplay2.vae import CausalVAE, vae_config
-from worldplay2.compressor import MemoryConfig, HistoryCompressor
-from worldplay2.teacher_forcing import MemoryWorld
-from worldplay2.pdd import PDDWorld, PDDConfig
-from worldplay2.dmd import DMDConfig, LitDMD
-preset, context, h = sys.argv[1], sys.argv[2], int(sys.argv[3])
-c = model_config(preset); torch.manual_seed(0)
-mw = lambda: MemoryWorld(WorldModel(c), HistoryCompressor(MemoryConfig(), c.dit))
-lit = LitDMD(PDDWorld(mw(), PDDConfig()), mw(), mw(), CausalVAE(vae_config(preset)),
-             DMDConfig(latents=h, clip=min(h, 8), context=context))
-opts = lit.configure_optimizers(); lit.optimizers = lambda: opts
-lit.manual_backward = lambda l: l.backward(); lit.log_dict = lambda *a, **k: None
-r = c.dit.latent_res; n = 1 + h
-b = dict(z=torch.randn(1, n, c.dit.z_ch, r, r), actions=torch.zeros(1, 1 + 4*h, 6),
-         scene=['An open walled arena.'], character=[''], events=[['No event.']]*n)
-b['actions'][..., 4] = 1
-# warm-up: first-call costs
-dc = lit.dc; lit.dc = DMDConfig(latents=2, clip=2, context=context); lit.training_step(b, 0); lit.dc = dc
-t0 = time.perf_counter(); lit.training_step(b, 0); dt = time.perf_counter() - t0
-print(json.dumps(dict(iter_s=dt, peak_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024)))
-"""
-
-def bench_distill(preset: str = 'small', horizons=(16, 32, 64, 128), limit_gb: float = 20.0,
-                  timeout: int = 900) -> dict:
-    """Seconds per Stable Forcing iteration and peak resident memory (MB) at each rollout horizon (latents),
-    clip-wise vs full-context scoring, each in a fresh process limited to `limit_gb`; null where a variant ran
-    out of memory or time (and it stops there)."""
-    out = dict(preset=preset, limit_gb=limit_gb, clip=8,
-               clip_note='clip-wise scores 8-latent clips (the whole rollout when shorter)',
-               horizons=list(horizons))
-    for context, key in (('clip', 'clipwise'), ('full', 'full')):
-        it, peak, stop = [], [], 'all horizons ran'
-        for h in horizons:
-            m, why = ((None, stop) if it and it[-1] is None
-                      else run_probe(_DISTILL_PROBE, [preset, context, h, limit_gb], timeout,
-                                     f'{context}, horizon {h}'))
-            if m is None:
-                if stop == 'all horizons ran': stop = f'horizon {h}: {why}'
-                it.append(None); peak.append(None); continue
-            it.append(round(m['iter_s'], 2)); peak.append(round(m['peak_mb']))
-        out[f'iter_s_{key}'], out[f'peak_mb_{key}'], out[f'stopped_{key}'] = it, peak, stop
-    return out
-
 # %% ../nbs/09_stable_forcing.ipynb #328d73ea
 def long_loop(seed: int, latents: int, lap_latents: int = 16, res: int = 128, perspective: int = 1):
     """A loop walked again and again in the world of `seed`: (world, per-frame actions (T, 6), the world's
     true frames uint8 (T, res, res, 3)), T = 1 + 4·(latents − 1). A lap is a self-symmetric loop of
     P = 4·lap_latents frames ending at the start pose, so frames t and t + P show the same view."""
-    from worldplay2.world import World
-    from worldplay2.episodes import loop_actions
-    from worldplay2.realtime import true_frames
     if latents < 2 or lap_latents < 2:
         raise ValueError("a long loop needs latents >= 2 and lap_latents >= 2, "
                          f"got {latents} and {lap_latents}")
@@ -329,10 +281,6 @@ def horizon_quality(models: dict, vae, seeds=(0, 1, 2, 3), latents: int = 65, la
     over the whole rollout and per lap (`sharpness_by_lap`), and for each lap after the first its revisit PSNR
     — its generated frames against the first lap's at the same poses (`revisit_by_lap`). Means over the
     seeds."""
-    from worldplay2.vae import recon_metrics
-    from worldplay2.data import frames_to_tensor, tensor_to_frames
-    from worldplay2.revisit import loop_rollout
-    from worldplay2.control_eval import sharpness
     P, T = T_FACTOR*lap_latents, frames_of(latents)
     if T <= P:
         raise ValueError(f"{latents} latents do not finish one lap of {lap_latents} latents: "

@@ -325,7 +325,7 @@ def train_all(out, preset: str = 'small', workers: int = 1, progress: bool = Tru
     """The whole recipe (see above) into `out`, resumable; `stages` limits it to some of them (in order).
     Returns the recipe record."""
     from worldplay2.data import generate, write_json_atomic, load_json, claim_outputs, own_outputs
-    from worldplay2.train import claim_run, RUN_ENTRIES, RUN_LEGACY
+    from worldplay2.fit import claim_run, RUN_ENTRIES, RUN_LEGACY
     from worldplay2.train import train_vae, train_base
     from worldplay2.compressor import train_compressor
     from worldplay2.teacher_forcing import train_forcing

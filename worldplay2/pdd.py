@@ -13,12 +13,15 @@ from pathlib import Path
 import numpy as np
 import torch, torch.nn as nn, torch.nn.functional as F
 import lightning as L
+from .data import read_episode, event_at, frames_to_tensor, write_json_atomic
+from .vae import check_fields, save_weights, load_net, load_vae, recon_metrics
 from .dit import shift_sigma
-from .vae import check_fields
 from .controls import turned_before, frames_of, frame_spans, T_FACTOR
+from .fit import check_latent_stats, warmup_cosine
 from .teacher_forcing import (MemoryWorld, ForcingConfig, FORCING_TRAIN, forcing_inputs, clip_start,
                                         forcing_loaders, memory_world_config, memory_world_from_config,
-                                        load_memory_world)
+                                        load_memory_world, model_kind, fit_stage)
+from .revisit import loop_rollout
 
 # %% ../nbs/08_pdd.ipynb #205af62a
 @dataclass
@@ -211,7 +214,6 @@ class LitPDD(L.LightningModule):
         self.log('val/loss', self._loss(b, torch.Generator().manual_seed(i)))
 
     def configure_optimizers(self):
-        from worldplay2.train import warmup_cosine
         steps = self.max_steps or 10_000
         return warmup_cosine(torch.optim.AdamW(self.student.parameters(), lr=self.lr, weight_decay=0.01),
                              min(self.warmup, max(1, steps//10)), steps)
@@ -224,13 +226,11 @@ PDD_TRAIN = dict(tiny=dict(max_steps=60, batch_size=4, lr=1e-4),
 def save_pdd_world(pw: PDDWorld, path, dtype=torch.float32, vae=None):
     """Write a `PDDWorld` to the folder `path`: config.json (the memory world's configs and the PDD grid) and
     model.safetensors."""
-    from worldplay2.vae import save_weights
     return save_weights(pw, path, dict(model='PDDWorld', **memory_world_config(pw.mw, vae),
                                        pdd=asdict(pw.pc)), dtype)
 
 def load_pdd_world(path) -> PDDWorld:
     "Load a `PDDWorld` written by `save_pdd_world` (float32, eval mode)."
-    from worldplay2.vae import load_net
     return load_net(path, 'PDDWorld',
                     lambda cfg: PDDWorld(memory_world_from_config(cfg), PDDConfig(**cfg['pdd'])))
 
@@ -241,10 +241,6 @@ def train_pdd(data, out, init, vae, preset: str = 'small', max_steps: int = None
     """Stage 5 (`worldplay2 train pdd`): the chunk-wise student folder `init` (`train student`) gets a bank of
     interval heads and learns eq. 6 from a frozen copy of itself on the episodes under `data` (encoded with
     the VAE folder `vae`)."""
-    from worldplay2.train import check_latent_stats
-    from worldplay2.teacher_forcing import model_kind, fit_stage
-    from worldplay2.vae import load_vae
-    from worldplay2.data import write_json_atomic
     out, fc, pc = Path(out), forcing or ForcingConfig(), pdd or PDDConfig()
     if model_kind(init) != 'MemoryWorld':
         raise ValueError("PDD starts from the chunk-wise student (`train student`); "
@@ -274,9 +270,6 @@ def rollout_quality(variants: dict, vae, episodes, chunk: int = 2, latents: int 
     """PSNR/SSIM against the true frames of rollouts from each episode's first frame with its recorded
     actions, per variant: `variants` maps a name to (MemoryWorld, sampler). Rollouts run as the chunk-wise
     student over `latents` latents; `psnr_by_chunk` follows the horizon chunk by chunk."""
-    from worldplay2.data import read_episode, event_at, frames_to_tensor
-    from worldplay2.vae import recon_metrics
-    from worldplay2.revisit import loop_rollout
     T = frames_of(latents)
     eps = [e for e in (read_episode(p) for p in episodes[:max_episodes]) if len(e) >= T]
     if not eps:

@@ -11,7 +11,8 @@ import torch
 from .dit import EulerSampler, Room
 from .vae import check_finite
 from .controls import T_FACTOR
-from .compressor import MemoryLayout, memory_layout, make_memory, shrink
+from .compressor import MemoryLayout, memory_layout, make_memory
+from .fit import shrink
 from .teacher_forcing import MemoryWorld, forcing_mask, memory_tokens
 
 # %% ../nbs/07a_stream.ipynb #053d37ad

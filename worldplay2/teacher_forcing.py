@@ -6,7 +6,7 @@
 __all__ = ['FORCING_TRAIN', 'ForcingConfig', 'MemoryWorld', 'memory_self_mask', 'forcing_mask', 'chunk_layouts', 'teacher_loss',
            'forcing_inputs', 'student_loss', 'ForcingWindows', 'clip_start', 'LitForcing', 'memory_world_config',
            'memory_world_from_config', 'save_memory_world', 'load_memory_world', 'model_kind', 'forcing_loaders',
-           'fit_stage', 'train_forcing', 'memory_tokens', 'bench_memory', 'run_probe', 'bench_memory_train']
+           'fit_stage', 'train_forcing', 'memory_tokens']
 
 # %% ../nbs/07_teacher_forcing.ipynb #202f817f
 import json, math, time
@@ -16,11 +16,15 @@ import numpy as np
 import torch, torch.nn as nn, torch.nn.functional as F
 import lightning as L
 from einops import rearrange, repeat
-from .vae import check_fields
-from .dit import WorldModel, MemoryTokens, FlowMatching, flow_step, model_config
+from .data import event_at, load_json, split_episodes, write_json_atomic
+from .vae import VAEConfig, check_fields, save_weights, load_net, load_vae
+from .dit import (WorldModel, DiTConfig, ModelConfig, FlowMatching, flow_step,
+                            model_config)
 from .compressor import (MemoryConfig, MemoryLayout, Memory, HistoryCompressor, memory_layout,
-                                   make_memory, SINK, CMP, TMP)
-from .controls import FIELDS, camera_offsets, turned_before, frames_of
+                                   make_memory, load_compressor, SINK, CMP, TMP)
+from .controls import ControlConfig, FIELDS, camera_offsets, turned_before, frames_of
+from .fit import encode_latents, make_trainer, resume_path, check_latent_stats, warmup_cosine
+from .train import load_world
 
 # %% ../nbs/07_teacher_forcing.ipynb #bdf643e4
 @dataclass
@@ -130,7 +134,6 @@ class ForcingWindows(torch.utils.data.Dataset):
     """Each encoded episode's first `n` latents, low-res latents, actions, scene, character and the event at
     every latent's time."""
     def __init__(self, paths, n: int, l: int = 2):
-        from worldplay2.data import event_at, load_json
         self.items = []
         for p in map(Path, paths):
             d = np.load(p/'latents.npz')
@@ -187,7 +190,6 @@ class LitForcing(L.LightningModule):
         self.log('val/loss', self._loss(b, torch.Generator().manual_seed(i)))
 
     def configure_optimizers(self):
-        from worldplay2.train import warmup_cosine
         return warmup_cosine(torch.optim.AdamW(self.mw.parameters(), lr=self.lr, weight_decay=0.01),
                              self.warmup, self.max_steps or 10_000)
 
@@ -209,9 +211,6 @@ def memory_world_config(mw: MemoryWorld, vae=None) -> dict:
 def memory_world_from_config(cfg: dict) -> MemoryWorld:
     """A fresh `MemoryWorld` built from `memory_world_config`'s dict (the latent statistics attached, the
     weights untrained)."""
-    from worldplay2.vae import VAEConfig
-    from worldplay2.dit import DiTConfig, ModelConfig
-    from worldplay2.controls import ControlConfig
     mc = ModelConfig(VAEConfig(**dict(cfg['vae'], widths=tuple(cfg['vae']['widths']))),
                      DiTConfig(**cfg['dit']), ControlConfig(**cfg['control']))
     mw = MemoryWorld(WorldModel(mc), HistoryCompressor(MemoryConfig(**cfg['memory']), mc.dit))
@@ -221,12 +220,10 @@ def memory_world_from_config(cfg: dict) -> MemoryWorld:
 def save_memory_world(mw: MemoryWorld, path, dtype=torch.float32, vae=None):
     """Write a `MemoryWorld` to the folder `path`: config.json (with the latent statistics it learnt) and
     model.safetensors."""
-    from worldplay2.vae import save_weights
     return save_weights(mw, path, dict(model='MemoryWorld', **memory_world_config(mw, vae)), dtype)
 
 def load_memory_world(path) -> MemoryWorld:
     "Load a `MemoryWorld` written by `save_memory_world` (float32, eval mode)."
-    from worldplay2.vae import load_net
     return load_net(path, 'MemoryWorld', memory_world_from_config)
 
 def model_kind(path):
@@ -238,8 +235,6 @@ def forcing_loaders(vae, data, out, n: int, mc: MemoryConfig, batch_size: int, n
                     progress: bool = True):
     """Encode the episodes under `data` into `out`/latents (with low-res latents for `mc`) -> (paths,
     {'train', 'val'} loaders of n-latent windows)."""
-    from worldplay2.train import encode_latents
-    from worldplay2.data import split_episodes
     paths = encode_latents(vae, data, Path(out)/'latents', progress, lowres=(mc.l, mc.s))
     dl = lambda ps, shuffle: torch.utils.data.DataLoader(ForcingWindows(ps, n, mc.l), batch_size=batch_size,
                                                          shuffle=shuffle, num_workers=num_workers)
@@ -251,7 +246,6 @@ def fit_stage(lit, dl: dict, out, steps: int, save, devices=1, strategy='auto', 
     """Fit `lit` on `dl`'s loaders (resuming from `out`'s last checkpoint), then `save()` and validate once
     more on rank 0: -> the validation metrics with `steps` done and `wall_s` of this run
     (None on other ranks)."""
-    from worldplay2.train import make_trainer, resume_path
     trainer = make_trainer(Path(out), steps, devices, strategy, progress=progress, **trainer_kw)
     t0 = time.time()
     trainer.fit(lit, dl['train'], dl['val'], ckpt_path=resume_path(Path(out)))
@@ -268,10 +262,6 @@ def train_forcing(data, out, mode: str, init, vae, compressor=None, preset: str 
     `vae`, then train the bidirectional teacher or the chunk-wise student on eq. 5. `init`: a model with
     memory (a teacher, for the student), or — for the teacher — a world model folder of stages 1–2, joined to
     the stage-1 `compressor` folder (a fresh compressor without one)."""
-    from worldplay2.train import load_world, check_latent_stats
-    from worldplay2.compressor import load_compressor
-    from worldplay2.vae import load_vae
-    from worldplay2.data import write_json_atomic
     out, fc = Path(out), forcing or ForcingConfig()
     if mode not in ('teacher', 'student'): raise ValueError(f"unknown mode '{mode}'; known: teacher, student")
     v = load_vae(vae)
@@ -316,101 +306,3 @@ def memory_tokens(mc: MemoryConfig, t: int, S: int, G: int) -> int:
     step."""
     lay = memory_layout(mc, t)
     return S*(len(lay.sink) + len(lay.full)) + G*len(lay.steps)
-
-@torch.no_grad()
-def bench_memory(preset: str = 'small', horizons=(16, 64, 256, 1024), chunk: int = 2, steps: int = 4,
-                 reps: int = 3, seed: int = 0) -> dict:
-    """Context tokens and milliseconds per generated chunk at each horizon (latents already generated),
-    compressed vs full-context memory."""
-    cfg = model_config(preset)
-    torch.manual_seed(seed)
-    mw = MemoryWorld(WorldModel(cfg), HistoryCompressor(MemoryConfig(), cfg.dit)).eval()
-    dit, dc = mw.model.dit, cfg.dit
-    side = dc.latent_res//dc.patch
-    S, G, Hh, Dh = side**2, (dc.latent_res//(4*dc.patch))**2, dc.heads, dc.head_dim
-    ctx = mw.model.text(['An open walled arena in a meadow.'], [''], ['No event.'])
-    acts = torch.zeros(1, 4*chunk, 6); acts[..., 4] = 1
-    out = dict(preset=preset, chunk=chunk, denoising_steps=steps, threads=torch.get_num_threads(),
-               horizons=list(horizons))
-    for mode in ('compressed', 'full'):
-        mc = MemoryConfig(mode=mode)
-        toks, ms = [], []
-        for t in horizons:
-            P = memory_tokens(mc, t, S, G)
-            past = [(torch.randn(1, Hh, P, Dh), torch.randn(1, Hh, P, Dh)) for _ in dit.blocks]
-            # a chunk's worth of new memory frames
-            new = MemoryTokens(torch.randn(1, chunk*S, dc.d_model),
-                               torch.randn(1, chunk, cfg.control.d_action),
-                               torch.arange(chunk).repeat_interleave(S), torch.rand(chunk*S, 3)*side)
-            sink = [(k[:, :, :S], v[:, :, :S]) for k, v in past]
-            x, sig = torch.randn(1, chunk, dc.z_ch, dc.latent_res, dc.latent_res), torch.ones(1, chunk)
-            def one_chunk():
-                dit.memory_kv(new, *ctx, past=sink)
-                for _ in range(steps): mw.model(x, sig, acts, ctx=ctx, t0=t, past=past)
-            one_chunk()                                                                # warm-up
-            best = float('inf')
-            # the fastest of `reps`: least disturbed
-            for _ in range(reps):
-                t0 = time.perf_counter(); one_chunk(); best = min(best, time.perf_counter() - t0)
-            toks.append(P); ms.append(round(1000*best, 1))
-        out[f'tokens_{mode}'], out[f'chunk_ms_{mode}'] = toks, ms
-    out['token_ratio'] = [round(f/c, 1) for c, f in zip(out['tokens_compressed'], out['tokens_full'])]
-    out['time_ratio'] = [round(f/c, 2) for c, f in zip(out['chunk_ms_compressed'], out['chunk_ms_full'])]
-    return out
-
-# %% ../nbs/07_teacher_forcing.ipynb #ba626127
-_TRAIN_PROBE = """
-import json, resource, sys, time, torch
-lim = int(float(sys.argv[5])*2**30); resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
-from worldplay2.dit import WorldModel, FlowMatching, model_config
-from worldplay2.compressor import MemoryConfig, HistoryCompressor
-from worldplay2.teacher_forcing import MemoryWorld, teacher_loss
-from worldplay2.controls import frames_of
-preset, mode, h, L = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-c = model_config(preset); torch.manual_seed(0)
-mw = MemoryWorld(WorldModel(c), HistoryCompressor(MemoryConfig(mode=mode), c.dit))
-fm = FlowMatching(c.dit.shift)
-opt = torch.optim.AdamW(mw.parameters(), lr=1e-4)
-n, r = h + L, c.dit.latent_res
-z, z_lr = torch.randn(1, n, c.dit.z_ch, r, r), torch.randn(1, 1 + (n - 1)//2, c.dit.z_ch, r//4, r//4)
-a = torch.zeros(1, frames_of(n), 6); a[..., 4] = 1
-caps = (['An open walled arena in a meadow.'], [''], ['No event.'])
-times = []
-for i in range(2):
-    t0 = time.perf_counter(); loss = teacher_loss(mw, fm, z, z_lr, a, caps, h, L)
-    opt.zero_grad(); loss.backward(); opt.step()
-    times.append(time.perf_counter() - t0)
-print(json.dumps(dict(step_s=times[-1], peak_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024)))
-"""
-
-def run_probe(code: str, args, timeout: int, what: str):
-    """Run `code` in a fresh Python with `args` on its command line; it prints one JSON line last.
-    -> (that dict, None), or (None, why) when it ran out of memory or time; any other failure raises."""
-    import subprocess, sys
-    try:
-        r = subprocess.run([sys.executable, '-c', code, *map(str, args)], capture_output=True, text=True,
-                           timeout=timeout)
-    except subprocess.TimeoutExpired: return None, f'over {timeout} s'
-    if r.returncode:
-        err = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f'exit status {r.returncode}'
-        if r.returncode > 0 and 'memory' not in err.lower() and 'alloc' not in err.lower():
-            raise RuntimeError(f"probe failed ({what}): {r.stderr[-800:]}")
-        return None, f'out of memory ({err[:120]})'
-    return json.loads(r.stdout.strip().splitlines()[-1]), None
-
-def bench_memory_train(preset: str = 'small', horizons=(16, 32, 64, 128, 256, 512, 1024),
-                       limit_gb: float = 20.0, timeout: int = 900) -> dict:
-    """Seconds per teacher training step and peak resident memory (MB) at each history length, compressed vs
-    full-context memory, each in a fresh process limited to `limit_gb` of address space; a mode stops at its
-    first horizon that fails (or runs out of time)."""
-    L_ = ForcingConfig().teacher_latents
-    out = dict(preset=preset, batch_size=1, target_latents=L_, limit_gb=limit_gb, horizons=list(horizons))
-    for mode in ('compressed', 'full'):
-        step_s, peak, stop = [], [], 'all horizons ran'
-        for h in horizons:
-            m, why = run_probe(_TRAIN_PROBE, [preset, mode, h, L_, limit_gb], timeout, f'{mode}, horizon {h}')
-            if m is None: stop = f'horizon {h}: {why}'; break
-            step_s.append(round(m['step_s'], 3)); peak.append(round(m['peak_mb']))
-        out[f'train_step_s_{mode}'], out[f'peak_mb_{mode}'], out[f'stopped_{mode}'] = step_s, peak, stop
-        out[f'longest_horizon_{mode}'] = horizons[len(step_s) - 1] if step_s else 0
-    return out

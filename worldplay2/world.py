@@ -8,8 +8,7 @@ __all__ = ['FPS', 'MOVE_SPEED', 'TURN_RATE', 'MAX_RATE', 'PITCH_LIMIT', 'EYE_HEI
            'ARENA', 'TRANSITIONS', 'NEAR', 'K_LAYERS', 'POSE_FIELDS', 'CAM_BACK', 'CAM_HEIGHT', 'CAM_TILT',
            'check_action', 'check_actions', 'Material', 'Style', 'SceneObject', 'object_prims', 'Character',
            'character_prims', 'Scene', 'footprint_clear', 'make_scene', 'light_words', 'scene_caption', 'Event',
-           'WorldState', 'tile_pattern', 'render_frames', 'AgentState', 'World', 'frame_strip', 'random_poses',
-           'bench_world']
+           'WorldState', 'tile_pattern', 'render_frames', 'AgentState', 'World', 'frame_strip']
 
 # %% ../nbs/00_world.ipynb #2d202eea
 import math
@@ -837,28 +836,3 @@ def frame_strip(frames, gap: int = 2, cols: int = None):
         r, c = divmod(i, cols)
         out[r*(H + gap):r*(H + gap) + H, c*(W + gap):c*(W + gap) + W] = f
     return out
-
-# %% ../nbs/00_world.ipynb #2735627a
-def random_poses(world: World, n: int, seed: int = 0):
-    "`n` random character poses in free space, half first and half third person."
-    rng, out = np.random.default_rng(seed), []
-    while len(out) < n:
-        x, y = rng.uniform(1, ARENA - 1, 2)
-        if not world.blocked(x, y):
-            out.append([x, y, 0, rng.uniform(0, 360), rng.uniform(-10, 10), len(out) % 2])
-    return np.array(out)
-
-def bench_world(res=(64, 128), frames: int = 256, seed: int = 0, repeats: int = 3) -> dict:
-    "Frames per second of `World.render` at each resolution, best of `repeats`, on the current thread."
-    world = World.from_seed(seed)
-    P = random_poses(world, frames, seed)
-    times = np.zeros(frames)
-    fps = {}
-    for r in res:
-        world.render(P[:8], times[:8], r)                          # warm up
-        best = min(_timed(world.render, P, times, r) for _ in range(repeats))
-        fps[str(r)] = round(frames/best, 1)
-    return dict(fps=fps, frames=frames, seed=seed, style=world.scene.style, layout=world.scene.layout)
-
-def _timed(f, *args):
-    t0 = time.perf_counter(); f(*args); return time.perf_counter() - t0

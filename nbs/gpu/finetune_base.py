@@ -25,7 +25,9 @@ def log(*a): print(f'[{time.time() - T_START:6.1f}s, {left():6.1f}s left]', *a, 
 log('cuda', CUDA, torch.__version__, torch.cuda.get_device_name() if CUDA else '', 'cpus', os.cpu_count())
 
 from worldplay2.cli import main as cli
-from worldplay2.train import encode_latents, load_vae, load_world, train_base
+from worldplay2.fit import encode_latents
+from worldplay2.vae import load_vae
+from worldplay2.train import load_world, train_base
 from worldplay2.dit import FlowMatching, flow_step
 WORK = Path(os.environ.get('WORK', 'runs/gpu'))                  # data and runs, under the repository (git ignores runs/)
 D, RUN = WORK/'data', WORK/'finetune'

@@ -24,7 +24,7 @@ log('cuda', CUDA, torch.__version__, torch.cuda.get_device_name() if CUDA else '
 torch.set_float32_matmul_precision('high')
 
 from worldplay2.cli import main as cli
-from worldplay2.train import encode_latents
+from worldplay2.fit import encode_latents
 from worldplay2.vae import load_vae
 WORK = Path(os.environ.get('WORK', 'runs/gpu'))                  # data and runs, under the repository (git ignores runs/)
 D, RUN, VAE = WORK/'data'/'small128', WORK/'chain', 'worldplay2/pretrained/small-vae'
