@@ -171,7 +171,7 @@ def cmd_train(a):
                 pdd=('vae', 'init'), dmd=('vae', 'init', 'teacher')).get(a.stage, ())
     missing = [f'--{k}' for k in need if getattr(a, k) is None]
     if missing: raise ValueError(f"train {a.stage} needs {' and '.join(missing)}")
-    memory = dict(init=a.init, vae=a.vae, compressor=a.compressor, window=a.window)
+    memory = dict(init=a.init, vae=a.vae, compressor=a.compressor, window=a.window, memory=a.memory)
     extra = dict(base=dict(vae=a.vae, init=a.init, start_share=a.start_share, p_i2v=a.p_i2v,
                            p_high_sigma=a.p_high_sigma, camera_rope=a.camera_rope,
                            camera_heads=a.camera_heads, shift=a.shift, pred=a.pred, token_dims=a.token_dims,
@@ -494,6 +494,9 @@ def _train_parser(sub):
                         'vae/ folder whose latents the model learns')
     t.add_argument('--model', default=None,
                    help="compressor: the world model/ folder whose patchifier the coarse branch borrows")
+    t.add_argument('--memory', choices=('compressed', 'full', 'window'), default=None,
+                   help="teacher: what a new teacher remembers (MemoryConfig.mode): the compressed "
+                        "history (the default), every past latent at full resolution, or only the latest")
     t.add_argument('--compressor', default=None,
                    help="teacher: the compressor/ folder of `train compressor` (stage 1) to start from")
     t.add_argument('--window', type=positive_int, default=None,

@@ -10,7 +10,7 @@ __all__ = ['FORCING_TRAIN', 'ForcingConfig', 'MemoryWorld', 'memory_self_mask', 
 
 # %% ../nbs/07_teacher_forcing.ipynb #202f817f
 import json, math, time
-from dataclasses import dataclass, asdict
+from dataclasses import dataclass, asdict, replace
 from pathlib import Path
 import numpy as np
 import torch, torch.nn as nn, torch.nn.functional as F
@@ -257,11 +257,13 @@ def fit_stage(lit, dl: dict, out, steps: int, save, devices=1, strategy='auto', 
 def train_forcing(data, out, mode: str, init, vae, compressor=None, preset: str = 'small',
                   max_steps: int = None, batch_size: int = None, window: int = None,
                   forcing: ForcingConfig = None, devices=1, strategy='auto', num_workers: int = 0,
-                  seed: int = 0, progress: bool = True, **trainer_kw) -> dict:
+                  seed: int = 0, progress: bool = True, memory: str = None, **trainer_kw) -> dict:
     """Stage 4 (`worldplay2 train teacher|student`): encode the episodes under `data` with the VAE folder
     `vae`, then train the bidirectional teacher or the chunk-wise student on eq. 5. `init`: a model with
     memory (a teacher, for the student), or — for the teacher — a world model folder of stages 1–2, joined to
-    the stage-1 `compressor` folder (a fresh compressor without one)."""
+    the stage-1 `compressor` folder (a fresh compressor without one). `memory`: what a new teacher remembers
+    (`MemoryConfig.mode`: 'compressed', 'full' — every past latent at full resolution — or 'window' — only
+    the latest); a model with memory keeps its own, and asking it for another is an error."""
     out, fc = Path(out), forcing or ForcingConfig()
     if mode not in ('teacher', 'student'): raise ValueError(f"unknown mode '{mode}'; known: teacher, student")
     v = load_vae(vae)
@@ -282,6 +284,10 @@ def train_forcing(data, out, mode: str, init, vae, compressor=None, preset: str 
                 warnings.warn(f"{compressor} was pre-trained against another model's patchifier than "
                               f"{init}'s: stage 2 starts further off")
         mw = MemoryWorld(model, comp).train()
+        if memory is not None: mw.compressor.mc = replace(mw.compressor.mc, mode=memory)   # checked there
+    if memory is not None and memory != mw.compressor.mc.mode:
+        raise ValueError(f"{init} remembers with {mw.compressor.mc.mode} memory: train a new teacher from "
+                         f"a base model for {memory} memory")
     check_latent_stats(mw.model, v, f"the model of {init}")
     hp = FORCING_TRAIN[preset]
     steps, bs, n = max_steps or hp['max_steps'], batch_size or hp['batch_size'], window or hp['window']
