@@ -218,7 +218,7 @@ class DiTBlock(nn.Module):
         h = self.inject(h, e, slot)
         return h + g2*self.ffn(modulate(self.norm2(h), sh2, sc2))
 
-# %% ../nbs/04_dit.ipynb #dd933f85
+# %% ../nbs/04_dit.ipynb #bbfc2c80
 class Refiner(nn.Module):
     """A local correction of the DiT's answer at latent resolution:
     answer + conv(SiLU(conv([x_σ, answer, σ]))).
@@ -239,6 +239,7 @@ class Refiner(nn.Module):
         inp = torch.cat([x.expand(*lead, C, h, w), out, s.to(out)], -3).reshape(-1, 2*C + 1, h, w)
         return out + self.net(inp).view(out.shape)
 
+# %% ../nbs/04_dit.ipynb #dd933f85
 def skip_scales(sigma):
     """EDM's preconditioning (Karras et al. 2022) for x_σ = (1 − σ)·x0 + σ·ε and unit-variance latents:
     (c_skip, c_out) of x0 = c_skip·x_σ + c_out·F, c_skip the best linear guess of x0 from x_σ, c_out the

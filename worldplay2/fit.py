@@ -4,9 +4,9 @@
 
 # %% auto #0
 __all__ = ['MODEL_FILES', 'RUN_ENTRIES', 'RUN_LEGACY', 'check_latents_match', 'check_data', 'quiet_lightning', 'RunInterrupted',
-           'RunGuard', 'make_trainer', 'resume_path', 'warmup_cosine', 'claim_run', 'shrink', 'lowres_frames',
-           'encode_lowres', 'vae_fingerprint', 'resolve_device', 'plain_fp32', 'encode_latents', 'LatentDataset',
-           'check_latent_stats']
+           'RunGuard', 'make_trainer', 'resume_path', 'warmup_cosine', 'fit_stage', 'claim_run', 'shrink',
+           'lowres_frames', 'encode_lowres', 'vae_fingerprint', 'resolve_device', 'plain_fp32', 'encode_latents',
+           'LatentDataset', 'check_latent_stats']
 
 # %% ../nbs/04b_fit.ipynb #d4e112ae
 import contextlib, json, math, os, tempfile, time
@@ -167,6 +167,20 @@ def warmup_cosine(opt, warmup: int, max_steps: int = None) -> dict:
                                             if max_steps else 1.0)
     return dict(optimizer=opt, lr_scheduler=dict(scheduler=torch.optim.lr_scheduler.LambdaLR(opt, f),
                                                  interval='step'))
+
+# %% ../nbs/04b_fit.ipynb #5f7fc1b8
+def fit_stage(lit, dl: dict, out, steps: int, save, devices=1, strategy='auto', progress: bool = True,
+              **trainer_kw):
+    """Fit `lit` on `dl`'s loaders (resuming from `out`'s last checkpoint), then `save()` and validate once
+    more on rank 0: -> the validation metrics with `steps` done and `wall_s` of this run
+    (None on other ranks)."""
+    trainer = make_trainer(Path(out), steps, devices, strategy, progress=progress, **trainer_kw)
+    t0 = time.time()
+    trainer.fit(lit, dl['train'], dl['val'], ckpt_path=resume_path(Path(out)))
+    if trainer.global_rank != 0: return None
+    save()
+    return (trainer.validate(lit, dl['val'], verbose=False)[0]
+            | dict(steps=int(trainer.global_step), wall_s=round(time.time() - t0, 1)))
 
 # %% ../nbs/04b_fit.ipynb #4e5c30fa
 def _only(p: Path, ok) -> bool: return p.is_dir() and not p.is_symlink() and all(ok(q) for q in p.iterdir())

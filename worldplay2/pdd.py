@@ -17,10 +17,10 @@ from .data import read_episode, event_at, frames_to_tensor, write_json_atomic
 from .vae import check_fields, save_weights, load_net, load_vae, recon_metrics
 from .dit import shift_sigma
 from .controls import turned_before, frames_of, frame_spans, T_FACTOR
-from .fit import check_latent_stats, warmup_cosine
+from .fit import check_latent_stats, warmup_cosine, fit_stage
 from .teacher_forcing import (MemoryWorld, ForcingConfig, FORCING_TRAIN, forcing_inputs, clip_start,
                                         forcing_loaders, memory_world_config, memory_world_from_config,
-                                        load_memory_world, model_kind, fit_stage)
+                                        load_memory_world, model_kind)
 from .revisit import loop_rollout
 
 # %% ../nbs/08_pdd.ipynb #205af62a

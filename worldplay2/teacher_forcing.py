@@ -6,7 +6,7 @@
 __all__ = ['FORCING_TRAIN', 'ForcingConfig', 'MemoryWorld', 'memory_self_mask', 'forcing_mask', 'chunk_layouts', 'teacher_loss',
            'forcing_inputs', 'student_loss', 'ForcingWindows', 'clip_start', 'LitForcing', 'memory_world_config',
            'memory_world_from_config', 'save_memory_world', 'load_memory_world', 'model_kind', 'forcing_loaders',
-           'fit_stage', 'train_forcing', 'memory_tokens']
+           'train_forcing', 'memory_tokens']
 
 # %% ../nbs/07_teacher_forcing.ipynb #202f817f
 import json, math, time
@@ -23,7 +23,7 @@ from .dit import (WorldModel, DiTConfig, ModelConfig, FlowMatching, flow_step,
 from .compressor import (MemoryConfig, MemoryLayout, Memory, HistoryCompressor, memory_layout,
                                    make_memory, load_compressor, SINK, CMP, TMP)
 from .controls import ControlConfig, FIELDS, camera_offsets, turned_before, frames_of
-from .fit import encode_latents, make_trainer, resume_path, check_latent_stats, warmup_cosine
+from .fit import encode_latents, check_latent_stats, warmup_cosine, fit_stage
 from .train import load_world
 
 # %% ../nbs/07_teacher_forcing.ipynb #bdf643e4
@@ -240,19 +240,6 @@ def forcing_loaders(vae, data, out, n: int, mc: MemoryConfig, batch_size: int, n
                                                          shuffle=shuffle, num_workers=num_workers)
     train, val = split_episodes(paths)
     return paths, dict(train=dl(train, True), val=dl(val, False))
-
-def fit_stage(lit, dl: dict, out, steps: int, save, devices=1, strategy='auto', progress: bool = True,
-              **trainer_kw):
-    """Fit `lit` on `dl`'s loaders (resuming from `out`'s last checkpoint), then `save()` and validate once
-    more on rank 0: -> the validation metrics with `steps` done and `wall_s` of this run
-    (None on other ranks)."""
-    trainer = make_trainer(Path(out), steps, devices, strategy, progress=progress, **trainer_kw)
-    t0 = time.time()
-    trainer.fit(lit, dl['train'], dl['val'], ckpt_path=resume_path(Path(out)))
-    if trainer.global_rank != 0: return None
-    save()
-    return (trainer.validate(lit, dl['val'], verbose=False)[0]
-            | dict(steps=int(trainer.global_step), wall_s=round(time.time() - t0, 1)))
 
 def train_forcing(data, out, mode: str, init, vae, compressor=None, preset: str = 'small',
                   max_steps: int = None, batch_size: int = None, window: int = None,
