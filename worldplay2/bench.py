@@ -264,6 +264,7 @@ def chunk_ms_side_by_side(forks: dict, rounds: int = 7, key: str = 'w', field: s
     out = {f_: {str(k): med(k, f_) for k in forks} for f_ in fields}
     return out[field] if isinstance(field, str) else out
 
+# %% ../nbs/13_bench.ipynb #a509fdce
 def bench_stream(mw: MemoryWorld, vae, sampler, at=(1, 10, 100, 1000), chunk: int = 2, max_cmp: int = 64,
                  naive_chunks: int = 8, naive_steps: int = 30, variants=tuple(SPEED_VARIANTS),
                  growing: bool = True, threads=(None,), rounds: int = 7) -> dict:

@@ -130,6 +130,7 @@ def dmd_config(a):
     return DMDConfig(latents=a.rollout_latents, clip=a.score_clip, rollout=a.rollout, context=a.context,
                      critic_steps=a.critic_steps, guidance=a.guidance, guide=a.guide)
 
+# %% ../nbs/90_cli.ipynb #25acfc0a
 def cmd_train(a):
     "Train one stage, or the whole recipe (`train all`)."
     if a.max_time is not None and a.stage == 'all':
@@ -197,6 +198,7 @@ def cmd_train(a):
     if m: print(json.dumps(m))
     return m
 
+# %% ../nbs/90_cli.ipynb #088ef41d
 def cmd_bench_vae(a):
     "VAE encode/decode frames per second and reconstruction quality on held-out episodes."
     from worldplay2.vae import load_vae
@@ -269,6 +271,7 @@ def cmd_eval_control(a):
                            per_clip=a.per_clip, spread=a.spread)
     return emit(a, res | dict(checkpoint=str(ck)))
 
+# %% ../nbs/90_cli.ipynb #24ffd310
 def cmd_eval_revisit(a):
     """RevisitBench on loop episodes: generated vs generated at the same pose, and vs the true frames, per
     memory variant."""
@@ -310,6 +313,7 @@ def cmd_eval_horizon(a):
     res['checkpoints'] = what
     return emit(a, res)
 
+# %% ../nbs/90_cli.ipynb #7559677b
 def cmd_eval_pdd(a):
     """Few-step quality: the PDD student's K steps vs the AR student's plain K Euler steps vs its many steps,
     against the true frames."""
@@ -368,6 +372,7 @@ def _stream_args(p, seeds: str):
                    help='the network variant (demo and play run int8)')
     p.add_argument('--json', action='store_true')
 
+# %% ../nbs/90_cli.ipynb #e39d8c75
 def _eval_parser(sub):
     e = (sub.add_parser('eval', help='evaluations (JSON with --json)')
          .add_subparsers(dest='sub', required=True))
@@ -645,6 +650,7 @@ def _data_parser(sub):
     s.add_argument('--out', default=None)
     s.set_defaults(fn=cmd_data_samples)
 
+# %% ../nbs/90_cli.ipynb #e86ec6b7
 def _bench_parser(sub):
     b = (sub.add_parser('bench', help='benchmarks (JSON with --json)')
          .add_subparsers(dest='sub', required=True))
@@ -726,6 +732,7 @@ def _bench_parser(sub):
     st.add_argument('--json', action='store_true')
     st.set_defaults(fn=cmd_bench_stream)
 
+# %% ../nbs/90_cli.ipynb #f8122573
 def load_player(checkpoint, vae=None, speed: str = 'fp32'):
     """(MemoryWorld, VAE, sampler, what) for play: a `train pdd`/`dmd` folder (its K steps) or a
     `train student` one (8 Euler steps); `speed`, one of `realtime.SPEED_VARIANTS` (e.g. 'int8', what
@@ -776,6 +783,7 @@ def cmd_bench_stream(a):
     res['model'] = what
     return emit(a, res)
 
+# %% ../nbs/90_cli.ipynb #534a6750
 def cmd_play(a):
     "Scripted play from the shell: keys and timed events in, an mp4 out."
     # checked before the model loads and the clip is made
@@ -823,6 +831,7 @@ def cmd_demo(a):
                a.scene, what=what)
     return emit(a, res)
 
+# %% ../nbs/90_cli.ipynb #554dbe28
 def _demo_parser(sub):
     p = sub.add_parser('demo',
                        help='the scripted demo: a loop, turns, a jump, a perspective '
@@ -917,6 +926,7 @@ def report_error(e: BaseException, as_json: bool = False, debug: bool = False) -
     print(line, file=sys.stderr, flush=True)
     return code
 
+# %% ../nbs/90_cli.ipynb #289155fc
 @contextmanager
 def _ctrl_c():
     """Ctrl-C: KeyboardInterrupt as ever, but forked workers (`data generate --workers`) unwind with their

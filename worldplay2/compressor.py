@@ -147,6 +147,7 @@ def memory_layout(mc: MemoryConfig, t: int) -> MemoryLayout:
     if mc.mode == 'full': return MemoryLayout(range(n_sink), range(0), range(n_sink, t), tmp)
     return MemoryLayout(range(n_sink), steps, range(tmp, t), tmp)
 
+# %% ../nbs/06_compressor.ipynb #7df2a417
 @dataclass
 class Memory(MemoryTokens):
     """MemoryTokens plus what masks and the KV cache need about each memory frame: kind, whether compressed,
@@ -344,6 +345,7 @@ def retrieval_report(compressor: HistoryCompressor, decoder: RetrievalDecoder, p
         err['sink'].append(F.mse_loss(z[0, :1].expand_as(true), true).item())
     return {k: round(float(np.mean(v)), 4) for k, v in err.items()}
 
+# %% ../nbs/06_compressor.ipynb #1305e7f3
 def train_compressor(data, out, model, vae, preset: str = 'small', max_steps: int = None,
                      batch_size: int = None, window: int = None, memory: MemoryConfig = None, devices=1,
                      strategy='auto', num_workers: int = 0, seed: int = 0, progress: bool = True,

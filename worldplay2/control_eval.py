@@ -72,6 +72,7 @@ def judge_clip(generate, world, pose, t0: float, actions, caps: dict, res: int) 
     return x | dict(commanded_right=x['psnr_gt'] > x['psnr_gen_vs_mirrored_gt'],
                     mirrored_right=x['psnr_wrong_vs_mirrored_gt'] > x['psnr_wrong_actions'])
 
+# %% ../nbs/05a_control_eval.ipynb #70a8503d
 def eval_control(generate, episodes, clip: int = 17, res: int = None, max_clips: int = 16,
                  per_clip: bool = False, spread: bool = True) -> dict:
     """Control metrics of

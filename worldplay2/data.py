@@ -96,6 +96,7 @@ def check_mark(folder, m: dict = None) -> str:
         if _sha1(f) != r.get('sha1'): return f"{n} does not match its checksum"
     return ''
 
+# %% ../nbs/01_data.ipynb #221b2a0d
 def _remove_marked(d: Path):
     """Delete a folder the project wrote, its marker last: a kill midway leaves it still marked, to be cleared
     next time."""
@@ -391,6 +392,7 @@ def _check_params(out, ds: dict, params: dict):
                              "One folder holds one frame size (training reads them together): "
                              "generate into another folder")
 
+# %% ../nbs/01_data.ipynb #d70b6ebc
 def _episode_status(d: Path) -> str:
     """'missing', 'done' or 'damaged' (ours, to write again) for an episode folder that a run would write; a
     folder that worldplay2 did not write is a ValueError naming it. Folders older versions wrote have no
@@ -426,6 +428,7 @@ def _clear_leftovers(out: Path):
         # killed before its marker was written
         elif _EP_TMP_NAME.fullmatch(junk.name) and not any(junk.iterdir()): junk.rmdir()
 
+# %% ../nbs/01_data.ipynb #c42dff06
 def generate(out, episodes: int, kind: str = 'navigation', seconds: float = 10.0, res: int = 64,
              seed: int = 0, workers: int = 1, depth: bool = False, progress: bool = True,
              twins: bool = False) -> list:

@@ -86,6 +86,7 @@ class DiTConfig:
         t = 2*(self.head_dim//6); hw = 2*((self.head_dim - t)//4)
         return (self.head_dim - 2*hw, hw, hw)
 
+# %% ../nbs/04_dit.ipynb #56aefc33
 @dataclass
 class ModelConfig:
     "A whole world model: VAE, DiT and controls."
@@ -279,6 +280,7 @@ class MemoryTokens:
 
     def __len__(self): return self.h.shape[1]
 
+# %% ../nbs/04_dit.ipynb #727dd8f0
 class WorldDiT(nn.Module):
     """Velocity predictor over latent videos (B, n, C, h, w) with per-frame noise levels (B, n), optionally
     after clean memory tokens."""
@@ -419,6 +421,7 @@ class WorldModel(nn.Module):
             off = camera_offsets(actions, c.control.t_factor, c.dit.latent_res//c.dit.patch, turned=turned)
         return self.dit(x, sigma, e, ctx, ctx_mask, mask, t0, memory, offset=off, **kw)
 
+# %% ../nbs/04_dit.ipynb #5ed57c6a
 # flag: (config, what it adds)
 NEW_PARTS = dict(screen_pos=('dit', 'screen positions'), travel=('control', 'the travel embedding'),
                  refine=('dit', 'the refiner'))

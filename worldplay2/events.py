@@ -133,6 +133,7 @@ def event_trial(session: Session, seed: int, kind: str, n_frames: int = 97, at: 
                                              truth[1][start:after.stop], k))
     return res | (dict(frames=(gen, plain, *truth)) if keep else {})
 
+# %% ../nbs/10a_events.ipynb #a8a27960
 def eval_events(session: Session, kinds=EVENT_KINDS, seeds=range(8), **kw) -> dict:
     """`event_trial` for every kind in `kinds` and world seed in `seeds`: `success`, `unprompted`, `oracle`,
     `oracle_without`, `responded` and the mean `response` over all trials, `by_event` (the same per kind),

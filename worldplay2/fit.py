@@ -56,6 +56,7 @@ class RunInterrupted(Exception):
         # the shell's 128 + signal
         super().__init__(msg); self.exit_status = 143 if signal_name == 'SIGTERM' else 130
 
+# %% ../nbs/04b_fit.ipynb #74a7fc3b
 class RunGuard(L.Callback):
     """Keeps a run resumable. Writes `out/checkpoints/last.ckpt` atomically (a temporary file, then a rename)
     every `every_steps` optimizer steps, every `every_s` seconds, and at the first step end after SIGINT or
@@ -133,6 +134,7 @@ class RunGuard(L.Callback):
         for sig, h in self._old.items(): signal.signal(sig, h)
         self._old = {}
 
+# %% ../nbs/04b_fit.ipynb #a3829436
 def make_trainer(out: Path, max_steps: int, devices=1, strategy='auto', val_every: int = 250,
                  ckpt_every: int = 100, accelerator='auto', progress=True, callbacks=(), max_time=None,
                  ckpt_every_s: float = 300.0, **kw) -> L.Trainer:
@@ -266,6 +268,7 @@ def plain_fp32():
     try: yield
     finally: torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
+# %% ../nbs/04b_fit.ipynb #ceff4fa6
 @torch.no_grad()
 def encode_latents(vae: CausalVAE, roots, out, progress: bool = True, start_every: int = 48,
                    start_latents: int = 5, lowres=(2, 4), device=None) -> list:

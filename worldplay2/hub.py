@@ -161,6 +161,7 @@ def _result_tables(r: dict) -> list:
         out += [f"| {a} | " + ' | '.join(_fmt(groups[a][c]) for c in cols) + ' |' for a in names] + ['']
     return out
 
+# %% ../nbs/12_hub.ipynb #4296ccd1
 def model_card(folder, name: str = None) -> str:
     "The README.md model card of a checkpoint folder (see above)."
     from huggingface_hub import ModelCardData
@@ -320,6 +321,7 @@ def _share_latents(out: Path, stage: str, order: list):
             except OSError: shutil.rmtree(tmp, ignore_errors=True); shutil.copytree(src, tmp)
             tmp.replace(dst); return
 
+# %% ../nbs/12_hub.ipynb #9a9eb1bb
 def train_all(out, preset: str = 'small', workers: int = 1, progress: bool = True, stages: list = None,
               **trainer_kw) -> dict:
     """The whole recipe (see above) into `out`, resumable; `stages` limits it to some of them (in order).

@@ -111,6 +111,7 @@ class PDDWorld(nn.Module):
                  else self.folded())
         return PDDSampler(self.sigmas()[::self.pc.intervals], heads)
 
+# %% ../nbs/08_pdd.ipynb #1c646b44
 @dataclass
 class PDDSampler:
     """K steps, consistency style: from a block's start, jump to its end with the block's mean velocity,

@@ -101,6 +101,7 @@ def with_memory(mw: MemoryWorld, **changes) -> MemoryWorld:
     comp.mc = replace(mw.compressor.mc, **changes)
     return MemoryWorld(mw.model, comp)
 
+# %% ../nbs/10_realtime.ipynb #18cee92f
 class Session:
     """A live world over a trained model with memory: `reset(scene, character, first_frame, perspective)`,
     then `step(keys or actions, event)` per chunk -> frames uint8 (4·C, H, W, 3); `frames(script)` yields
@@ -305,6 +306,7 @@ class WorldSession(Session):
         self.log.append(dict(chunk=self.t, ms=1000*(time.perf_counter() - t0), first_ms=1000*first,
                              frames=len(acts), memory_tokens=0, events=self.captions[2]))
 
+# %% ../nbs/10_realtime.ipynb #da9d33a7
 def demo(session: Session, out, script: str = DEMO_SCRIPT, events=DEMO_EVENTS, scene=3,
          what: str = '') -> dict:
     """Play `script` with `events` from world `scene`; write out/demo.mp4, out/strip.png (generated over true,
@@ -348,6 +350,7 @@ def demo(session: Session, out, script: str = DEMO_SCRIPT, events=DEMO_EVENTS, s
     _report(out/'report.html', res, log, psnr)
     return res
 
+# %% ../nbs/10_realtime.ipynb #56cf8bec
 def _report(path, res: dict, log, psnr):
     """The demo's HTML page: the numbers, the strip, and per-chunk latency, memory tokens and PSNR plots
     (plotly, inlined: works offline)."""

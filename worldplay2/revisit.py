@@ -52,6 +52,7 @@ def revisit_metrics(gen, true, turn: int) -> dict:
     return dict(psnr_revisit=rv['psnr'], ssim_revisit=rv['ssim'], psnr_gt=gt['psnr'], ssim_gt=gt['ssim'],
                 frames=len(back))
 
+# %% ../nbs/07b_revisit.ipynb #3ac6164a
 def eval_revisit(mw: MemoryWorld, vae, episodes, variants=('compressed', 'full', 'window'), clip: int = 8,
                  steps: int = 8, max_episodes: int = 8, models: dict = None, teacher: bool = True) -> dict:
     """RevisitBench on the loop episodes among `episodes`, per memory variant: the mean of `revisit_metrics`.

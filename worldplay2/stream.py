@@ -46,6 +46,7 @@ def room_mask(P: int, size: int, n: int, device=None):
     m[..., P:size] = False
     return m
 
+# %% ../nbs/07a_stream.ipynb #6d9d5bf8
 @dataclass
 class KVCache:
     """The student's cache: per block self-attention (k, v) of the memory, laid out
@@ -145,6 +146,7 @@ class Grow:
                                "read the rest as g[:, a:b]")
         return self.buf[:, :self.n]
 
+# %% ../nbs/07a_stream.ipynb #d885eb95
 class WorldStream:
     """Chunk-wise autoregressive generation with the compressed memory: `reset(first_frame, captions)`, then
     `step(actions)` per chunk."""

@@ -161,6 +161,7 @@ def clip_start(b, L: int, l: int, generator=None):
     t = 1 + l*int(torch.randint(0, (n - L - 1)//l + 1, (1,), generator=generator))
     return t, (b['scene'], b['character'], list(b['events'][t]))
 
+# %% ../nbs/07_teacher_forcing.ipynb #f063cddd
 class LitForcing(L.LightningModule):
     """Stage 4 with Lightning: the bidirectional teacher (`mode='teacher'`) or the chunk-wise student
     (`'student'`) on eq. 5."""
@@ -241,6 +242,7 @@ def forcing_loaders(vae, data, out, n: int, mc: MemoryConfig, batch_size: int, n
     train, val = split_episodes(paths)
     return paths, dict(train=dl(train, True), val=dl(val, False))
 
+# %% ../nbs/07_teacher_forcing.ipynb #b6846471
 def train_forcing(data, out, mode: str, init, vae, compressor=None, preset: str = 'small',
                   max_steps: int = None, batch_size: int = None, window: int = None,
                   forcing: ForcingConfig = None, devices=1, strategy='auto', num_workers: int = 0,

@@ -114,6 +114,7 @@ BASE_TRAIN = dict(tiny=dict(max_steps=200, batch_size=8, lr=1e-3),
                   small=dict(max_steps=1500, batch_size=8, lr=3e-4),
                   base=dict(max_steps=200_000, batch_size=64, lr=1e-4))
 
+# %% ../nbs/05_training.ipynb #3190c81e
 def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_size: int = None, devices=1,
                strategy='auto', num_workers: int = 0, seed: int = 0, progress: bool = True, vae=None,
                n_latents: int = 5, start_share: float = 0.5, init=None, p_i2v: float = None,

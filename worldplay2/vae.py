@@ -61,6 +61,7 @@ def _conform(tp, v):
     # an annotation this check does not know
     return True, v, str(tp)
 
+# %% ../nbs/02_vae.ipynb #8fa988c7
 def check_fields(obj, **ranges: str):
     """Check each field of the dataclass instance `obj` against its annotation, and return `obj`. An int field
     takes an int (not a bool), a float field a finite number (an int too), a bool field true or false, a str
@@ -383,6 +384,7 @@ def _nonfinite(x, where: str = ''):
             return bad[0].lstrip('.'), bad[1]
     return None
 
+# %% ../nbs/02_vae.ipynb #8e41e224
 def check_config(cfg: dict, model_name: str) -> dict:
     """Check the config dict of a `model_name` checkpoint (config.json less its `model` key) before a network
     is built from it: each config section (the whole dict for a `CausalVAE`) builds a valid config
@@ -443,6 +445,7 @@ def load_weights(path, model_name: str):
                              f"{', '.join(bad[:3])}{' …' if len(bad) > 3 else ''}")
     return cfg, sd
 
+# %% ../nbs/02_vae.ipynb #0b64f3a2
 def load_net(path, model_name: str, build):
     """The network `build(cfg)` of a folder written by `save_weights` for `model_name`, with its weights
     (float32, eval mode), `checkpoint` naming the folder on it and on the networks inside it (`mw`, `model`)

@@ -21,6 +21,7 @@ def _png(frame, scale: int = 3) -> bytes:
     buf = io.BytesIO(); im.resize((im.width*scale, im.height*scale), Image.NEAREST).save(buf, format='PNG')
     return buf.getvalue()
 
+# %% ../nbs/11_demo.ipynb #5ad8e72e
 class Player:
     """A live session in widgets: `Player(session).show()`; `start()` / `stop()` the stream;
     `press` / `release` keys from code too."""
