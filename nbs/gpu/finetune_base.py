@@ -10,9 +10,9 @@ and calls `train_base` with as many steps as fit before T_END (Lightning's max_t
 weights (float16, in two shards), the metrics and the training log under OUT. Every stage checks the clock, so a lease's minutes
 are never overrun. Data and runs go under WORK (default runs/gpu, relative to the repository). MINI=1 rehearses it all on a CPU in a few minutes (a handful of episodes, batch 4, 6 steps).
 The two stages ran with git 80b1cd6's copy, which moved the VAE to the GPU by wrapping its `encode`; `encode_latents` now does
-that itself (`device=None`: a GPU when there is one)."""
+that itself (`device=None`: a GPU when there is one). REFINE=1 adds the refiner (`train base --refine`, notebook 04) before
+training; the base card's `refiner_ablation` has its CPU test."""
 import json, os, sys, time, traceback
-from datetime import timedelta
 from pathlib import Path
 import torch
 T_START, T_END = time.time(), float(os.environ['T_END'])
@@ -80,8 +80,8 @@ log('probe', probe); (OUT/'probe.json').write_text(json.dumps(probe))
 
 try:
     metrics = train_base(roots, RUN, 'small', max_steps=steps, batch_size=B, vae=VAE, init=INIT, start_share=0.5, p_i2v=1.0,
-                         p_high_sigma=0.7, camera_rope=True, progress=False, num_workers=0 if MINI else 4,
-                         max_time=timedelta(seconds=max(10, train_s)), val_every=2 if MINI else 500, ckpt_every=10**6)
+                         p_high_sigma=0.7, camera_rope=True, refine=os.environ.get('REFINE') == '1' or None, progress=False, num_workers=0 if MINI else 4,
+                         max_time=max(10, train_s), val_every=2 if MINI else 500, ckpt_every=10**6)
 except Exception:
     traceback.print_exc(); metrics = None
 log('trained', metrics)
