@@ -332,7 +332,7 @@ def train_all(out, preset: str = 'small', workers: int = 1, progress: bool = Tru
     from worldplay2.compressor import train_compressor
     from worldplay2.teacher_forcing import train_forcing
     from worldplay2.pdd import train_pdd
-    from worldplay2.dmd import train_dmd, DMDConfig
+    from worldplay2.stable_forcing import train_dmd, DMDConfig
     if preset not in RECIPE:
         raise ValueError(f"unknown preset '{preset}'; train all knows: {', '.join(RECIPE)}")
     out, r = Path(out), RECIPE[preset]
