@@ -12,7 +12,7 @@ from worldplay2.dit import DiTConfig, ModelConfig, FlowMatching, EulerSampler, W
 from worldplay2.compressor import MemoryConfig, HistoryCompressor
 from worldplay2.teacher_forcing import MemoryWorld, save_memory_world, load_memory_world
 from worldplay2.pdd import PDDConfig, PDDWorld, save_pdd_world, load_pdd_world
-from worldplay2.dmd import DMDConfig
+from worldplay2.stable_forcing import DMDConfig
 from worldplay2.train import save_world, load_world
 from worldplay2.hub import from_pretrained
 from worldplay2.control_eval import model_generator

@@ -35,7 +35,7 @@ st = WorldStream(mw, CausalVAE(vae_config('tiny')), chunk=2, steps=2).reset(torc
 assert st.step(a[:, 1:9]).shape == (1, 2, 8, 4, 4)
 st = WorldStream(pw.mw, CausalVAE(vae_config('tiny')), chunk=2, sampler=pw.sampler()).reset(torch.zeros(1, 1, 3, 32, 32), ('a', '', 'b'))
 assert st.step(a[:, 1:9]).shape == (1, 2, 8, 4, 4)                                                        # 4 steps, folded heads
-from worldplay2.dmd import DMDConfig, rollout, clip_scores, replay
+from worldplay2.stable_forcing import DMDConfig, rollout, clip_scores, replay
 dc = DMDConfig(latents=4, clip=4)
 ro = rollout(pw, CausalVAE(vae_config('tiny')), torch.zeros(1, 1, 3, 32, 32), a[:, :17], [('a', '', 'b')]*2, dc)
 replay(pw, ro, clip_scores(mw, mw, ro, [('a', '', 'b')]*2, dc))                                             # stage 6

@@ -186,7 +186,7 @@ from worldplay2.vae import CausalVAE, vae_config
 from worldplay2.compressor import MemoryConfig, HistoryCompressor
 from worldplay2.teacher_forcing import MemoryWorld
 from worldplay2.pdd import PDDWorld, PDDConfig
-from worldplay2.dmd import DMDConfig, LitDMD
+from worldplay2.stable_forcing import DMDConfig, LitDMD
 preset, context, h = sys.argv[1], sys.argv[2], int(sys.argv[3])
 c = model_config(preset); torch.manual_seed(0)
 mw = lambda: MemoryWorld(WorldModel(c), HistoryCompressor(MemoryConfig(), c.dit))

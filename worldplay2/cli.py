@@ -126,7 +126,7 @@ def cmd_bench_world(a):
 # %% ../nbs/90_cli.ipynb #ca4e332c
 def dmd_config(a):
     "The `DMDConfig` of `train dmd`'s flags."
-    from worldplay2.dmd import DMDConfig
+    from worldplay2.stable_forcing import DMDConfig
     return DMDConfig(latents=a.rollout_latents, clip=a.score_clip, rollout=a.rollout, context=a.context,
                      critic_steps=a.critic_steps, guidance=a.guidance, guide=a.guide)
 
@@ -158,7 +158,7 @@ def cmd_train(a):
                          pdd=PDDConfig(solver=solver), **kw)
     def dmd(data, out, preset, max_steps, batch_size, init=None, vae=None, teacher=None, dmd_config=None,
             window=None, **kw):
-        from worldplay2.dmd import train_dmd
+        from worldplay2.stable_forcing import train_dmd
         if batch_size is not None or window is not None:
             raise ValueError("train dmd runs one rollout per step from each window's start: "
                              "no --batch-size or --window")
@@ -298,7 +298,7 @@ def _run_name(checkpoint) -> str:
 def cmd_eval_horizon(a):
     """Quality over long rollouts: PSNR against the world's frames by chunk and by lap, revisit PSNR by lap,
     for each model side by side."""
-    from worldplay2.dmd import horizon_quality
+    from worldplay2.stable_forcing import horizon_quality
     from worldplay2.train import pretrained
     models, what = {}, {}
     for ck in a.checkpoint or [pretrained('small-student')]:

@@ -15,6 +15,8 @@ from .world import AgentState, FPS, TURN_RATE
 from .data import read_episode, event_at, frames_to_tensor, tensor_to_frames, load_json
 from .controls import mirror_actions, still_actions
 from .vae import check_finite
+from .dit import EulerSampler
+from .train import PRETRAINED_DIR
 
 # %% ../nbs/05a_control_eval.ipynb #42a20040
 def psnr(a, b) -> float:
@@ -192,7 +194,6 @@ def model_generator(model, vae, steps: int = 30, cfg: float = 1.0, seed: int = 0
     captions (`guide='caption'`), against standing still (`guide='actions'`: `still_actions`, the captions
     kept) or against the opposite commands (`guide='mirror'`: `mirror_actions`, the captions kept), on the
     sampler steps that start at σ ≥ `cfg_above` (0: all)."""
-    from worldplay2.dit import EulerSampler
     # the unconditional branch's actions
     nulls = dict(caption=lambda a: a, actions=still_actions, mirror=mirror_actions)
     if guide not in nulls: raise ValueError(f"unknown guide '{guide}'; known: {', '.join(nulls)}")
@@ -226,7 +227,6 @@ def best_for_control(root=None) -> Path:
     `eval_control` action accuracy: what `worldplay2 eval control` evaluates when given no checkpoint. The
     records must be alike to be ranked: each card's `eval_control` comes from the command's defaults (the 16
     sample clips, taken round the episodes); others go under other keys."""
-    from worldplay2.train import PRETRAINED_DIR
     root = Path(root or PRETRAINED_DIR)
     scored = []
     for p in (sorted(root.iterdir()) if root.is_dir() else []):

@@ -12,15 +12,20 @@ import json, os, shutil, tempfile, time
 from pathlib import Path
 import numpy as np
 import torch
-from .train import WHEEL_MODELS, pretrained, shipped_names
+from .data import list_episodes, split_episodes, write_json_atomic, generate, load_json
+from .data import claim_outputs, own_outputs
+from .vae import load_vae, CausalVAE, save_vae
+from .dit import WorldModel
+from .fit import claim_run, RUN_ENTRIES, RUN_LEGACY
+from .train import WHEEL_MODELS, pretrained, shipped_names, load_world, save_world
+from .train import train_vae, train_base
+from .compressor import load_compressor, train_compressor
+from .teacher_forcing import load_memory_world, MemoryWorld, save_memory_world, train_forcing
+from .pdd import load_pdd_world, PDDWorld, save_pdd_world, train_pdd
+from .stable_forcing import train_dmd, DMDConfig
 
 # %% ../nbs/12_hub.ipynb #d1943f56
 def _loaders():
-    from worldplay2.vae import load_vae
-    from worldplay2.train import load_world
-    from worldplay2.compressor import load_compressor
-    from worldplay2.teacher_forcing import load_memory_world
-    from worldplay2.pdd import load_pdd_world
     return dict(CausalVAE=load_vae, WorldModel=load_world, HistoryCompressor=load_compressor,
                 MemoryWorld=load_memory_world, PDDWorld=load_pdd_world)
 
@@ -130,7 +135,6 @@ def dataset_summary(data) -> dict:
     """What a model card says about a data folder: episodes, episodes per kind, resolution, frame rate, frames
     per episode, validation episodes."""
     from collections import Counter
-    from worldplay2.data import list_episodes, split_episodes
     eps = list_episodes(data)
     if not eps: raise ValueError(f"{data}: no episodes")
     metas = [json.loads((p/'meta.json').read_text()) for p in eps]
@@ -227,12 +231,6 @@ def save_pretrained(model, folder, dtype=torch.float32, vae=None, metrics: dict 
                     name: str = None) -> Path:
     """Write `model` (a VAE, DiT, memory world or PDD student) in the Hub layout: config.json,
     model.safetensors, metrics.json, README.md."""
-    from worldplay2.vae import CausalVAE, save_vae
-    from worldplay2.dit import WorldModel
-    from worldplay2.train import save_world
-    from worldplay2.teacher_forcing import MemoryWorld, save_memory_world
-    from worldplay2.pdd import PDDWorld, save_pdd_world
-    from worldplay2.data import write_json_atomic
     folder = Path(folder)
     if isinstance(model, CausalVAE): save_vae(model, folder, dtype)
     elif isinstance(model, WorldModel): save_world(model, folder, dtype, vae)
@@ -326,13 +324,6 @@ def train_all(out, preset: str = 'small', workers: int = 1, progress: bool = Tru
               **trainer_kw) -> dict:
     """The whole recipe (see above) into `out`, resumable; `stages` limits it to some of them (in order).
     Returns the recipe record."""
-    from worldplay2.data import generate, write_json_atomic, load_json, claim_outputs, own_outputs
-    from worldplay2.fit import claim_run, RUN_ENTRIES, RUN_LEGACY
-    from worldplay2.train import train_vae, train_base
-    from worldplay2.compressor import train_compressor
-    from worldplay2.teacher_forcing import train_forcing
-    from worldplay2.pdd import train_pdd
-    from worldplay2.dmd import train_dmd, DMDConfig
     if preset not in RECIPE:
         raise ValueError(f"unknown preset '{preset}'; train all knows: {', '.join(RECIPE)}")
     out, r = Path(out), RECIPE[preset]

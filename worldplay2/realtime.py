@@ -22,6 +22,9 @@ from .controls import still_actions, T_FACTOR
 from .teacher_forcing import MemoryWorld
 from .stream import WorldStream
 from .machine import cpu_info
+from .data import write_mp4, claim_outputs, own_outputs
+from .vae import recon_metrics
+from .world import frame_strip
 
 # %% ../nbs/10_realtime.ipynb #4affa012
 def h_shift(a, b, max_shift: int = 12) -> int:
@@ -317,9 +320,6 @@ def demo(session: Session, out, script: str = DEMO_SCRIPT, events=DEMO_EVENTS, s
     from pathlib import Path
     from PIL import Image
     import io
-    from worldplay2.data import write_mp4, claim_outputs, own_outputs
-    from worldplay2.vae import recon_metrics
-    from worldplay2.world import frame_strip
     out = claim_outputs(out, DEMO_FILES, legacy=DEMO_LEGACY)
     acts, evs = parse_script(script), [parse_event(e) for e in events]
     t0 = time.perf_counter()

@@ -16,6 +16,8 @@ import numpy as np
 import torch, torch.nn as nn, torch.nn.functional as F
 import lightning as L
 from einops import rearrange
+from .world import FPS
+from .data import read_episode, frames_to_tensor
 
 # %% ../nbs/02_vae.ipynb #30a1b8b9
 def _interval(spec: str):
@@ -501,7 +503,6 @@ def frames_at(ep, res: int):
     """An episode's frames (T, res, res, 3) uint8: as stored, re-rendered from its world at `res` (synthetic),
     or area-resized (recorded)."""
     if ep.frames.shape[1] == res: return ep.frames
-    from worldplay2.world import FPS
     if 'world' in ep.meta:
         return ep.world.render(ep.poses, np.arange(len(ep))/ep.meta.get('fps', FPS), res)[0]
     f = F.interpolate(torch.from_numpy(ep.frames).permute(0, 3, 1, 2).float(), size=res, mode='area')
@@ -511,7 +512,6 @@ def frames_at(ep, res: int):
 def bench_vae(vae: CausalVAE, episodes, clip: int = 17, max_clips: int = 16) -> dict:
     """Streaming encode/decode frames per second (batch 1) and PSNR/SSIM over clips of `clip` frames from
     `episodes`."""
-    from worldplay2.data import read_episode, frames_to_tensor
     vae.eval()
     r, clips = vae.config.res, []
     for p in episodes:
