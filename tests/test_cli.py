@@ -34,7 +34,8 @@ def test_generate_resumes_after_kill(tmp_path):
     args = ['data', 'generate', '--episodes', '6', '--kind', 'event', '--seconds', '2', '--res', '32', '--seed', '3', '--quiet']
     p = subprocess.Popen(['worldplay2', *args, '--out', str(tmp_path/'a')], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
-    while time.time() < deadline and len(list((tmp_path/'a').glob('event-3-*/meta.json'))) < 2: time.sleep(0.05)
+    finished = lambda: [m for m in (tmp_path/'a').glob('event-3-*/meta.json') if '.tmp-' not in m.parent.name]
+    while time.time() < deadline and len(finished()) < 2: time.sleep(0.05)   # episodes renamed into place
     p.send_signal(signal.SIGKILL); p.wait()
     done = [d for d in (tmp_path/'a').iterdir() if d.is_dir() and '.tmp-' not in d.name]
     assert 2 <= len(done) < 6, f"killed too late or too early: {len(done)} episodes"

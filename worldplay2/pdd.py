@@ -75,6 +75,9 @@ class PDDWorld(nn.Module):
     "The chunk-wise student (a `MemoryWorld`) with a bank of N interval heads in place of its output head."
     def __init__(self, mw: MemoryWorld, pc: PDDConfig):
         super().__init__()
+        if mw.config.dit.refine:                      # the bank mixes heads linearly (`HeadBank.fold`)
+            raise ValueError("PDD's interval heads are mixed before the output, which the refiner "
+                             "(DiTConfig.refine) would not commute with: distil a model without it")
         self.mw, self.pc = mw, pc
         self.heads = HeadBank(mw.model.dit.head, pc.n)
         # replaced by the bank: no gradient ever reaches it

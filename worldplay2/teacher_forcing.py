@@ -174,6 +174,14 @@ class LitForcing(L.LightningModule):
                                                                              max_steps, warmup)
         self.fm = FlowMatching(mw.config.dit.shift)
 
+    # the memory mode is no weight: a run resumed with another is refused, not trained on silently
+    def on_save_checkpoint(self, checkpoint): checkpoint['memory_mode'] = self.mw.compressor.mc.mode
+    def on_load_checkpoint(self, checkpoint):
+        had = checkpoint.get('memory_mode', self.mw.compressor.mc.mode)
+        if had != self.mw.compressor.mc.mode:
+            raise ValueError(f"this run trained with {had} memory, not {self.mw.compressor.mc.mode}: "
+                             f"continue it with --memory {had}, or train into another folder")
+
     def _loss(self, b, generator=None):
         L_ = self.fc.teacher_latents if self.mode == 'teacher' else self.fc.chunk*self.fc.chunks
         t, caps = clip_start(b, L_, self.mw.compressor.mc.l, generator)

@@ -6,7 +6,7 @@ with this repository as the working directory and PYTHONPATH set to it:
 
 It regenerates the world data (the `small` folder's 208 episodes, 800 4-s navigation episodes of seed 1, and as many 11-s
 navigation episodes of seed 2 as EXTRA_S seconds allow), encodes them with the VAE on the GPU, times a training step at batch 128,
-and calls `train_base` with as many steps as fit before T_END (Lightning's max_time stops it there in any case), then writes the
+and calls `train_base` with as many steps as fit before T_END (its `max_time`, in seconds, stops it there in any case), then writes the
 weights (float16, in two shards), the metrics and the training log under OUT. Every stage checks the clock, so a lease's minutes
 are never overrun. Data and runs go under WORK (default runs/gpu, relative to the repository). MINI=1 rehearses it all on a CPU in a few minutes (a handful of episodes, batch 4, 6 steps).
 The two stages ran with git 80b1cd6's copy, which moved the VAE to the GPU by wrapping its `encode`; `encode_latents` now does
