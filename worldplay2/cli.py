@@ -172,12 +172,14 @@ def cmd_train(a):
                 pdd=('vae', 'init'), dmd=('vae', 'init', 'teacher')).get(a.stage, ())
     missing = [f'--{k}' for k in need if getattr(a, k) is None]
     if missing: raise ValueError(f"train {a.stage} needs {' and '.join(missing)}")
-    memory = dict(init=a.init, vae=a.vae, compressor=a.compressor, window=a.window, memory=a.memory)
+    memory = dict(init=a.init, vae=a.vae, compressor=a.compressor, window=a.window, memory=a.memory,
+                  flat_captions=a.flat_captions)
     extra = dict(base=dict(vae=a.vae, init=a.init, start_share=a.start_share, p_i2v=a.p_i2v,
                            p_high_sigma=a.p_high_sigma, camera_rope=a.camera_rope,
                            camera_heads=a.camera_heads, shift=a.shift, pred=a.pred, token_dims=a.token_dims,
                            neg_weight=a.neg_actions, neg_ratio=a.neg_ratio, screen_pos=a.screen_pos,
-                           high_sigma=a.high_sigma, travel=a.travel, refine=a.refine),
+                           high_sigma=a.high_sigma, travel=a.travel, refine=a.refine,
+                           flat_captions=a.flat_captions),
                  compressor=dict(vae=a.vae, model=a.model, window=a.window), teacher=memory, student=memory,
                  pdd=dict(init=a.init, vae=a.vae, window=a.window, solver=a.solver),
                  dmd=dict(init=a.init, vae=a.vae, teacher=a.teacher, window=a.window,
@@ -563,7 +565,12 @@ def _train_parser(sub):
     t.add_argument('--refine', action=argparse.BooleanOptionalAction, default=None,
                    help="base: correct the head's answer with a small convolutional refiner at latent "
                         "resolution (DiTConfig.refine; default: the model config's, off for a new one)")
+    t.add_argument('--flat-captions', action=argparse.BooleanOptionalAction, default=None,
+                   help="base, teacher, student: read the caption as one undivided sentence instead of the "
+                        "scene / character / event fields (ControlConfig.structured false, the structured-"
+                        "caption ablation; default: the model's, structured for a new one)")
     t.add_argument('--travel', action=argparse.BooleanOptionalAction, default=None,
+
                    help="base: also embed the walk and turn commanded since the clip's first latent "
                         "(ControlConfig.travel; default: the model config's, off for a new one)")
     t.add_argument('--neg-actions', type=nonneg_float, default=0.0,

@@ -4,9 +4,9 @@
 
 # %% auto #0
 __all__ = ['MODEL_FILES', 'RUN_ENTRIES', 'RUN_LEGACY', 'check_latents_match', 'check_data', 'quiet_lightning', 'RunInterrupted',
-           'RunGuard', 'make_trainer', 'resume_path', 'warmup_cosine', 'fit_stage', 'claim_run', 'shrink',
-           'lowres_frames', 'encode_lowres', 'vae_fingerprint', 'resolve_device', 'plain_fp32', 'encode_latents',
-           'LatentDataset', 'check_latent_stats']
+           'RunGuard', 'make_trainer', 'resume_path', 'save_caption_form', 'check_caption_form', 'warmup_cosine',
+           'fit_stage', 'claim_run', 'shrink', 'lowres_frames', 'encode_lowres', 'vae_fingerprint', 'resolve_device',
+           'plain_fp32', 'encode_latents', 'LatentDataset', 'check_latent_stats']
 
 # %% ../nbs/04b_fit.ipynb #d4e112ae
 import contextlib, json, math, os, tempfile, time
@@ -160,6 +160,20 @@ def resume_path(out: Path):
     "The run's last Lightning checkpoint under `out` to resume from, or None for a fresh start."
     p = out/'checkpoints'/'last.ckpt'
     return str(p) if p.exists() else None
+
+# %% ../nbs/04b_fit.ipynb #a443f9b9
+def save_caption_form(checkpoint: dict, control):
+    "Keep in a Lightning checkpoint whether the run's captions are structured (`ControlConfig.structured`)."
+    checkpoint['structured_captions'] = control.structured
+
+def check_caption_form(checkpoint: dict, control):
+    "Refuse to resume a run whose checkpoint trained with the other caption form than `control`'s."
+    had = checkpoint.get('structured_captions', control.structured)
+    if had != control.structured:
+        form = lambda s: 'structured' if s else 'flat'
+        raise ValueError(f"this run trained with {form(had)} captions, not {form(control.structured)}: continue it "
+                         f"with {'--no-flat-captions' if had else '--flat-captions'}, or train into another folder")
+
 
 # %% ../nbs/04b_fit.ipynb #86d8315f
 def warmup_cosine(opt, warmup: int, max_steps: int = None) -> dict:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import torch
 from .dit import EulerSampler, Room
 from .vae import check_finite
-from .controls import T_FACTOR
+from .controls import T_FACTOR, flat_caption
 from .compressor import MemoryLayout, memory_layout, make_memory
 from .fit import shrink
 from .teacher_forcing import MemoryWorld, forcing_mask, memory_tokens
@@ -58,6 +58,8 @@ class KVCache:
     # field -> (text, per block (k, v), padding mask (B, L))
     text: dict = field(default_factory=dict)
     computed: int = 0                                  # memory frames run through the DiT so far
+    encodes: int = 0                                   # caption texts run through the text encoder so far
+    text_tokens: int = 0                               # and the tokens it read
 
     def parts(self):
         "The cached memory frames in layout order, each per block (k, v): references, not copies."
@@ -75,17 +77,20 @@ class KVCache:
         self.sink, self.sink_latents, self.cmp, self.tmp = None, range(0), {}, {}
 
     def caption(self, dit, encoder, scene: str, character: str, event: str):
-        """Per block cross-attention (k, v) of the caption and its padding mask; a field is re-encoded only
-        when its text changes. Memory tokens read the caption too (as in training), so a change also drops the
-        cached memory frames."""
-        if not encoder.c.structured:
-            raise ValueError("the KV cache keeps caption fields apart: use a structured-caption model")
-        for i, txt in enumerate((scene, character or '', event)):
+        """Per block cross-attention (k, v) of the caption and its padding mask. A structured model's fields
+        are kept apart and a field is re-encoded only when its text changes; a flat-caption model
+        (`ControlConfig.structured` false) re-encodes its one sentence (`flat_caption`) whenever any field
+        changes. Memory tokens read the caption too (as in training), so a change also drops the cached
+        memory frames."""
+        texts = (dict(enumerate((scene, character or '', event))) if encoder.c.structured
+                 else {-1: flat_caption(scene, character, event)})       # -1: the one undivided caption
+        for i, txt in texts.items():
             if self.text.get(i, (None,))[0] != txt:
                 tok, pad = encoder.encode_field([txt], i)
                 self.text[i] = (txt, dit.text_kv(tok), pad)
+                self.encodes, self.text_tokens = self.encodes + 1, self.text_tokens + int((~pad).sum())
                 self.forget_memory()
-        return _cat_kv([self.text[i][1] for i in range(3)]), torch.cat([self.text[i][2] for i in range(3)], 1)
+        return _cat_kv([self.text[i][1] for i in texts]), torch.cat([self.text[i][2] for i in texts], 1)
 
 # %% ../nbs/07a_stream.ipynb #bc9623b9
 class Grow:

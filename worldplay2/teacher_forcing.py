@@ -23,7 +23,8 @@ from .dit import (WorldModel, DiTConfig, ModelConfig, FlowMatching, flow_step,
 from .compressor import (MemoryConfig, MemoryLayout, Memory, HistoryCompressor, memory_layout,
                                    make_memory, load_compressor, SINK, CMP, TMP)
 from .controls import ControlConfig, FIELDS, camera_offsets, turned_before, frames_of
-from .fit import encode_latents, check_latent_stats, warmup_cosine, fit_stage
+from .fit import (encode_latents, check_latent_stats, warmup_cosine, fit_stage, save_caption_form,
+                            check_caption_form)
 from .train import load_world
 
 # %% ../nbs/07_teacher_forcing.ipynb #bdf643e4
@@ -175,12 +176,16 @@ class LitForcing(L.LightningModule):
         self.fm = FlowMatching(mw.config.dit.shift)
 
     # the memory mode is no weight: a run resumed with another is refused, not trained on silently
-    def on_save_checkpoint(self, checkpoint): checkpoint['memory_mode'] = self.mw.compressor.mc.mode
+    def on_save_checkpoint(self, checkpoint):
+        checkpoint['memory_mode'] = self.mw.compressor.mc.mode
+        save_caption_form(checkpoint, self.mw.model.config.control)
     def on_load_checkpoint(self, checkpoint):
         had = checkpoint.get('memory_mode', self.mw.compressor.mc.mode)
         if had != self.mw.compressor.mc.mode:
             raise ValueError(f"this run trained with {had} memory, not {self.mw.compressor.mc.mode}: "
                              f"continue it with --memory {had}, or train into another folder")
+        check_caption_form(checkpoint, self.mw.model.config.control)
+
 
     def _loss(self, b, generator=None):
         L_ = self.fc.teacher_latents if self.mode == 'teacher' else self.fc.chunk*self.fc.chunks
@@ -254,13 +259,16 @@ def forcing_loaders(vae, data, out, n: int, mc: MemoryConfig, batch_size: int, n
 def train_forcing(data, out, mode: str, init, vae, compressor=None, preset: str = 'small',
                   max_steps: int = None, batch_size: int = None, window: int = None,
                   forcing: ForcingConfig = None, devices=1, strategy='auto', num_workers: int = 0,
-                  seed: int = 0, progress: bool = True, memory: str = None, **trainer_kw) -> dict:
+                  seed: int = 0, progress: bool = True, memory: str = None, flat_captions: bool = None,
+                  **trainer_kw) -> dict:
     """Stage 4 (`worldplay2 train teacher|student`): encode the episodes under `data` with the VAE folder
     `vae`, then train the bidirectional teacher or the chunk-wise student on eq. 5. `init`: a model with
     memory (a teacher, for the student), or — for the teacher — a world model folder of stages 1–2, joined to
     the stage-1 `compressor` folder (a fresh compressor without one). `memory`: what a new teacher remembers
     (`MemoryConfig.mode`: 'compressed', 'full' — every past latent at full resolution — or 'window' — only
-    the latest); a model with memory keeps its own, and asking it for another is an error."""
+    the latest); a model with memory keeps its own, and asking it for another is an error. `flat_captions`:
+    the caption as one undivided sentence (`ControlConfig.structured` false, the Tab. 6 ablation) or as the
+    three fields (false); None keeps the model's."""
     out, fc = Path(out), forcing or ForcingConfig()
     if mode not in ('teacher', 'student'): raise ValueError(f"unknown mode '{mode}'; known: teacher, student")
     v = load_vae(vae)
@@ -286,6 +294,8 @@ def train_forcing(data, out, mode: str, init, vae, compressor=None, preset: str 
         raise ValueError(f"{init} remembers with {mw.compressor.mc.mode} memory: train a new teacher from "
                          f"a base model for {memory} memory")
     check_latent_stats(mw.model, v, f"the model of {init}")
+    # the text encoder reads this config
+    if flat_captions is not None: mw.model.config.control.structured = not flat_captions
     hp = FORCING_TRAIN[preset]
     steps, bs, n = max_steps or hp['max_steps'], batch_size or hp['batch_size'], window or hp['window']
     mc = mw.compressor.mc
@@ -298,7 +308,9 @@ def train_forcing(data, out, mode: str, init, vae, compressor=None, preset: str 
     metrics = dict(stage=mode, preset=preset, steps=run['steps'], batch_size=bs, window=n,
                    episodes=len(paths), init=str(init),
                    compressor=None if compressor is None else str(compressor), forcing=asdict(fc),
-                   memory=asdict(mc), val_loss=round(run['val/loss'], 4), wall_s_this_run=run['wall_s'],
+                   memory=asdict(mc), structured=mw.model.config.control.structured,
+                   val_loss=round(run['val/loss'], 4), wall_s_this_run=run['wall_s'],
+
                    params=sum(p.numel() for p in mw.parameters()))
     write_json_atomic(out/'metrics.json', metrics)
     return metrics

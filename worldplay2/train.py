@@ -20,7 +20,7 @@ from .dit import (WorldModel, DiTConfig, ModelConfig, FlowMatching, flow_step, m
                             with_new_parts, has_part, NEW_PARTS, fit_token_basis, with_token_basis)
 from .controls import ControlConfig, mirror_actions
 from .fit import (check_data, check_latents_match, check_latent_stats, make_trainer, resume_path,
-                            encode_latents, LatentDataset, warmup_cosine)
+                            encode_latents, LatentDataset, warmup_cosine, save_caption_form, check_caption_form)
 
 # %% ../nbs/05_training.ipynb #8b1a81d0
 VAE_TRAIN = dict(tiny=dict(max_steps=300, batch_size=8), small=dict(max_steps=1500, batch_size=8),
@@ -67,8 +67,13 @@ class LitWorld(L.LightningModule):
         self.save_hyperparameters(dict(lr=lr, max_steps=max_steps, warmup=warmup, neg_weight=neg_weight,
                                        neg_ratio=neg_ratio))
 
+    # the caption form is not in the weights' shapes: keep it, refuse a resume in the other
+    def on_save_checkpoint(self, checkpoint): save_caption_form(checkpoint, self.model.config.control)
+    def on_load_checkpoint(self, checkpoint): check_caption_form(checkpoint, self.model.config.control)
+
     def _loss(self, b, generator=None, **kw):
         return flow_step(self.model, self.fm, b['z'], b['actions'], (b['scene'], b['character'], b['event']),
+
                          generator, **kw)
 
     def training_step(self, b, _):
@@ -121,7 +126,7 @@ def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_si
                p_high_sigma: float = None, camera_rope: bool = None, camera_heads: int = None,
                shift: float = None, neg_weight: float = 0.0, neg_ratio: float = 1.0, screen_pos: bool = None,
                high_sigma: float = None, travel: bool = None, pred: str = None, token_dims: int = None,
-               refine: bool = None,
+               refine: bool = None, flat_captions: bool = None,
                **trainer_kw) -> dict:
     """Stages 1–2: encode the episodes under `data` with the trained VAE (`vae`: its folder), then train the
     bidirectional WorldModel of `preset` — from scratch, or from the model/ folder `init` of an earlier run
@@ -141,7 +146,9 @@ def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_si
     components of each latent patch the model sees and predicts (`DiTConfig.token_dims`; fitted on the
     training latents, a model trained on whole patches is carried over by `with_token_basis`), `refine`
     whether a convolutional refiner corrects the head's answer at latent resolution (`DiTConfig.refine`;
-    gained likewise)."""
+    gained likewise), `flat_captions` whether the caption is one undivided sentence instead of the three
+    fields (`ControlConfig.structured` false, the Tab. 6 ablation; the same weights read either, so a model
+    can be fine-tuned into the other form)."""
     out = Path(out)
     if vae is None:
         raise ValueError("train base needs the trained VAE: "
@@ -174,6 +181,8 @@ def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_si
     if high_sigma is not None: cfg.dit.high_sigma = high_sigma
     if camera_rope is not None: cfg.dit.camera_rope = camera_rope
     if shift is not None: cfg.dit.shift = shift
+    # the text encoder reads this config
+    if flat_captions is not None: cfg.control.structured = not flat_captions
     # checked
     if pred is not None: cfg.dit.pred = pred; cfg.dit.__post_init__()
     for k, on in asked.items(): setattr(getattr(cfg, NEW_PARTS[k][0]), k, on)
@@ -225,6 +234,8 @@ def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_si
                    camera_rope=cfg.dit.camera_rope, camera_heads=cfg.dit.camera_heads,
                    screen_pos=cfg.dit.screen_pos, travel=cfg.control.travel, shift=cfg.dit.shift,
                    pred=cfg.dit.pred, token_dims=cfg.dit.token_dims, refine=cfg.dit.refine,
+                   structured=cfg.control.structured,
+
                    **(dict(token_variance_kept=round(kept, 5)) if kept is not None else {}),
                    **(dict(neg_weight=neg_weight, neg_ratio=neg_ratio) if neg_weight else {}),
                    wall_s_this_run=round(time.time() - t0, 1),
