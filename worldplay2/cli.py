@@ -137,6 +137,10 @@ def cmd_train(a):
         raise ValueError("--max-time is for one stage, not train all")
     if a.max_time is not None and not 0 < a.max_time < math.inf:
         raise ValueError(f"--max-time must be a positive number of seconds, got {a.max_time}")
+    if a.flat_captions is not None and a.stage not in ('base', 'teacher', 'student'):
+        raise ValueError(f"--flat-captions is for train base, teacher or student, not {a.stage}: "
+                         "the later stages keep their model's caption form")
+
     if a.stage == 'all':
         from worldplay2.hub import train_all
         devices = int(a.devices) if str(a.devices).isdigit() else a.devices
@@ -570,7 +574,6 @@ def _train_parser(sub):
                         "scene / character / event fields (ControlConfig.structured false, the structured-"
                         "caption ablation; default: the model's, structured for a new one)")
     t.add_argument('--travel', action=argparse.BooleanOptionalAction, default=None,
-
                    help="base: also embed the walk and turn commanded since the clip's first latent "
                         "(ControlConfig.travel; default: the model config's, off for a new one)")
     t.add_argument('--neg-actions', type=nonneg_float, default=0.0,

@@ -167,13 +167,15 @@ def save_caption_form(checkpoint: dict, control):
     checkpoint['structured_captions'] = control.structured
 
 def check_caption_form(checkpoint: dict, control):
-    "Refuse to resume a run whose checkpoint trained with the other caption form than `control`'s."
-    had = checkpoint.get('structured_captions', control.structured)
+    """Refuse to resume a run whose checkpoint trained with the other caption form than `control`'s (one
+    that does not say trained with structured captions, the only form before there was a choice)."""
+
+    had = checkpoint.get('structured_captions', True)
     if had != control.structured:
         form = lambda s: 'structured' if s else 'flat'
-        raise ValueError(f"this run trained with {form(had)} captions, not {form(control.structured)}: continue it "
-                         f"with {'--no-flat-captions' if had else '--flat-captions'}, or train into another folder")
-
+        raise ValueError(f"this run trained with {form(had)} captions, not {form(control.structured)}: "
+                         f"continue it with {'--no-flat-captions' if had else '--flat-captions'}, "
+                         "or train into another folder")
 
 # %% ../nbs/04b_fit.ipynb #86d8315f
 def warmup_cosine(opt, warmup: int, max_steps: int = None) -> dict:
@@ -219,7 +221,6 @@ RUN_LEGACY = dict(                                      # what runs wrote before
 def claim_run(out, flag: str = '--out') -> Path:
     "Check the run folder `out` before any work (see `claim_outputs`) and mark it as a run's; returns it."
     return own_outputs(claim_outputs(out, RUN_ENTRIES, flag, RUN_LEGACY), RUN_ENTRIES)
-
 
 # %% ../nbs/04b_fit.ipynb #613360ef
 def shrink(frames, s: int):

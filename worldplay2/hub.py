@@ -172,7 +172,11 @@ def model_card(folder, name: str = None) -> str:
     folder = Path(folder); kind = checkpoint_kind(folder)
     m = json.loads((folder/'metrics.json').read_text()) if (folder/'metrics.json').exists() else {}
     what, paper = KINDS[kind]
+    if not json.loads((folder/'config.json').read_text()).get('control', {}).get('structured', True):
+        what = what.replace('structured captions', 'one flat caption in place of the structured fields')
+        what += ' (reading one flat caption: the structured-caption ablation)' if kind != 'WorldModel' else ''
     name = name or folder.name
+
     data = ModelCardData(library_name='worldplay2', license='apache-2.0',
                          tags=['world-model', 'video-generation', 'worldplay2', kind] +
                          ([m['stage']] if m.get('stage') else []))

@@ -378,8 +378,9 @@ def _report(path, res: dict, log, psnr):
 # %% ../nbs/10_realtime.ipynb #33b3aeba
 def int8_world(mw: MemoryWorld) -> MemoryWorld:
     """A copy of `mw` whose DiT runs every `nn.Linear` in dynamic int8 (weights int8, activations quantised on
-    the fly). The caption encoder stays fp32: its output is cached per field, so it runs only when a caption
-    changes."""
+    the fly). The caption encoder stays fp32: its output is cached (per field for structured captions), so it
+    runs only when a caption changes."""
+
     import copy, warnings
     m = copy.deepcopy(mw).eval()
     # torch.ao's notice that torchao will take this over one day

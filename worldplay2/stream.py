@@ -50,12 +50,12 @@ def room_mask(P: int, size: int, n: int, device=None):
 @dataclass
 class KVCache:
     """The student's cache: per block self-attention (k, v) of the memory, laid out
-    [sink | compressed | temporal]; caption (k, v) per field."""
+    [sink | compressed | temporal]; caption (k, v) per field (one entry, -1, for a flat caption)."""
     sink: list = None                                  # per block (k, v) (B, H, P, Dh) of the sink tokens
     sink_latents: range = range(0)                     # the latents the sink holds
     cmp: dict = field(default_factory=dict)            # compressed step m -> per block (k, v)
     tmp: dict = field(default_factory=dict)            # temporal latent j -> per block (k, v)
-    # field -> (text, per block (k, v), padding mask (B, L))
+    # field (-1: a flat caption) -> (text, per block (k, v), padding mask (B, L))
     text: dict = field(default_factory=dict)
     computed: int = 0                                  # memory frames run through the DiT so far
     encodes: int = 0                                   # caption texts run through the text encoder so far

@@ -186,7 +186,6 @@ class LitForcing(L.LightningModule):
                              f"continue it with --memory {had}, or train into another folder")
         check_caption_form(checkpoint, self.mw.model.config.control)
 
-
     def _loss(self, b, generator=None):
         L_ = self.fc.teacher_latents if self.mode == 'teacher' else self.fc.chunk*self.fc.chunks
         t, caps = clip_start(b, L_, self.mw.compressor.mc.l, generator)
@@ -266,9 +265,9 @@ def train_forcing(data, out, mode: str, init, vae, compressor=None, preset: str 
     memory (a teacher, for the student), or — for the teacher — a world model folder of stages 1–2, joined to
     the stage-1 `compressor` folder (a fresh compressor without one). `memory`: what a new teacher remembers
     (`MemoryConfig.mode`: 'compressed', 'full' — every past latent at full resolution — or 'window' — only
-    the latest); a model with memory keeps its own, and asking it for another is an error. `flat_captions`:
-    the caption as one undivided sentence (`ControlConfig.structured` false, the Tab. 6 ablation) or as the
-    three fields (false); None keeps the model's."""
+    the latest); a model with memory keeps its own, and asking it for another is an error. `flat_captions`
+    True: the caption as one undivided sentence (`ControlConfig.structured` false, the Tab. 6 ablation);
+    False: as the three fields; None keeps the model's."""
     out, fc = Path(out), forcing or ForcingConfig()
     if mode not in ('teacher', 'student'): raise ValueError(f"unknown mode '{mode}'; known: teacher, student")
     v = load_vae(vae)
@@ -310,7 +309,6 @@ def train_forcing(data, out, mode: str, init, vae, compressor=None, preset: str 
                    compressor=None if compressor is None else str(compressor), forcing=asdict(fc),
                    memory=asdict(mc), structured=mw.model.config.control.structured,
                    val_loss=round(run['val/loss'], 4), wall_s_this_run=run['wall_s'],
-
                    params=sum(p.numel() for p in mw.parameters()))
     write_json_atomic(out/'metrics.json', metrics)
     return metrics

@@ -20,7 +20,8 @@ from .dit import (WorldModel, DiTConfig, ModelConfig, FlowMatching, flow_step, m
                             with_new_parts, has_part, NEW_PARTS, fit_token_basis, with_token_basis)
 from .controls import ControlConfig, mirror_actions
 from .fit import (check_data, check_latents_match, check_latent_stats, make_trainer, resume_path,
-                            encode_latents, LatentDataset, warmup_cosine, save_caption_form, check_caption_form)
+                            encode_latents, LatentDataset, warmup_cosine, save_caption_form,
+                            check_caption_form)
 
 # %% ../nbs/05_training.ipynb #8b1a81d0
 VAE_TRAIN = dict(tiny=dict(max_steps=300, batch_size=8), small=dict(max_steps=1500, batch_size=8),
@@ -73,7 +74,6 @@ class LitWorld(L.LightningModule):
 
     def _loss(self, b, generator=None, **kw):
         return flow_step(self.model, self.fm, b['z'], b['actions'], (b['scene'], b['character'], b['event']),
-
                          generator, **kw)
 
     def training_step(self, b, _):
@@ -148,7 +148,7 @@ def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_si
     whether a convolutional refiner corrects the head's answer at latent resolution (`DiTConfig.refine`;
     gained likewise), `flat_captions` whether the caption is one undivided sentence instead of the three
     fields (`ControlConfig.structured` false, the Tab. 6 ablation; the same weights read either, so a model
-    can be fine-tuned into the other form)."""
+    can be fine-tuned into the other form; None keeps the model's, structured for a new one)."""
     out = Path(out)
     if vae is None:
         raise ValueError("train base needs the trained VAE: "
@@ -235,7 +235,6 @@ def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_si
                    screen_pos=cfg.dit.screen_pos, travel=cfg.control.travel, shift=cfg.dit.shift,
                    pred=cfg.dit.pred, token_dims=cfg.dit.token_dims, refine=cfg.dit.refine,
                    structured=cfg.control.structured,
-
                    **(dict(token_variance_kept=round(kept, 5)) if kept is not None else {}),
                    **(dict(neg_weight=neg_weight, neg_ratio=neg_ratio) if neg_weight else {}),
                    wall_s_this_run=round(time.time() - t0, 1),
