@@ -264,6 +264,23 @@ def chunk_ms_side_by_side(forks: dict, rounds: int = 7, key: str = 'w', field: s
     out = {f_: {str(k): med(k, f_) for k in forks} for f_ in fields}
     return out[field] if isinstance(field, str) else out
 
+# %% ../nbs/13_bench.ipynb #0aa570fa
+def _variant_run(m, vae, sampler, chunk: int, max_cmp: int, static: bool, n: int, at, rounds: int):
+    """One speed variant `m` over `n` chunks (after a few untimed) from a fresh `Session`: its figures,
+    and its fork about to play chunk max(at) + 1."""
+    # warm-up, untimed
+    run_stream(Session(m, vae, sampler, chunk, max_cmp, static=static), 3)
+    r = run_stream(Session(m, vae, sampler, chunk, max_cmp, static=static), n, fork_at=at)
+    steady = r['forks'][max(at)]
+    return dict(fps=r['fps'], first_frame_ms=r['first_frame_ms'], reset_ms=r['reset_ms'],
+                memory_tokens_at={str(k): f.stream.cache.tokens for k, f in r['forks'].items()},
+                **dict(zip(('chunk_ms', 'latency_ms'),
+                           chunk_ms_side_by_side(r.pop('forks'), rounds,
+                                                 field=('ms', 'last_ms')).values())),
+                chunk_ms_in_run={str(k): _window_ms(r['log'], k) for k in at},
+                last_frame_ms_in_run={str(k): _window_ms(r['log'], k, field='last_ms') for k in at},
+                memory_tokens=r['log'][-1]['memory_tokens']), steady
+
 # %% ../nbs/13_bench.ipynb #a509fdce
 def bench_stream(mw: MemoryWorld, vae, sampler, at=(1, 10, 100, 1000), chunk: int = 2, max_cmp: int = 64,
                  naive_chunks: int = 8, naive_steps: int = 30, variants=tuple(SPEED_VARIANTS),
@@ -285,18 +302,7 @@ def bench_stream(mw: MemoryWorld, vae, sampler, at=(1, 10, 100, 1000), chunk: in
     n = max(at) + 4
     def one(m, static: bool):
         "The run's figures, and its fork about to play chunk max(at) + 1."
-        # warm-up, untimed
-        run_stream(Session(m, vae, sampler, chunk, max_cmp, static=static), 3)
-        r = run_stream(Session(m, vae, sampler, chunk, max_cmp, static=static), n, fork_at=at)
-        steady = r['forks'][max(at)]
-        return dict(fps=r['fps'], first_frame_ms=r['first_frame_ms'], reset_ms=r['reset_ms'],
-                    memory_tokens_at={str(k): f.stream.cache.tokens for k, f in r['forks'].items()},
-                    **dict(zip(('chunk_ms', 'latency_ms'),
-                               chunk_ms_side_by_side(r.pop('forks'), rounds,
-                                                     field=('ms', 'last_ms')).values())),
-                    chunk_ms_in_run={str(k): _window_ms(r['log'], k) for k in at},
-                    last_frame_ms_in_run={str(k): _window_ms(r['log'], k, field='last_ms') for k in at},
-                    memory_tokens=r['log'][-1]['memory_tokens']), steady
+        return _variant_run(m, vae, sampler, chunk, max_cmp, static, n, at, rounds)
     runs, made, of, last = {}, {}, {}, {}
     for th in threads:
         if th: torch.set_num_threads(th)
@@ -334,4 +340,3 @@ def bench_stream(mw: MemoryWorld, vae, sampler, at=(1, 10, 100, 1000), chunk: in
                threads=torch.get_num_threads(),
                cpu=cpu_info())                                                 # a timing names its machine
     return out
-

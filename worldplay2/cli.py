@@ -130,9 +130,9 @@ def dmd_config(a):
     return DMDConfig(latents=a.rollout_latents, clip=a.score_clip, rollout=a.rollout, context=a.context,
                      critic_steps=a.critic_steps, guidance=a.guidance, guide=a.guide)
 
-# %% ../nbs/90_cli.ipynb #25acfc0a
-def cmd_train(a):
-    "Train one stage, or the whole recipe (`train all`)."
+# %% ../nbs/90_cli.ipynb #0897417c
+def _check_train_args(a):
+    "`cmd_train`'s checks of flags that go together, before any work."
     if a.max_time is not None and a.stage == 'all':
         raise ValueError("--max-time is for one stage, not train all")
     if a.max_time is not None and not 0 < a.max_time < math.inf:
@@ -141,14 +141,9 @@ def cmd_train(a):
         raise ValueError(f"--flat-captions is for train base, teacher or student, not {a.stage}: "
                          "the later stages keep their model's caption form")
 
-    if a.stage == 'all':
-        from worldplay2.hub import train_all
-        devices = int(a.devices) if str(a.devices).isdigit() else a.devices
-        rec = train_all(a.out, a.preset, a.workers, progress=not a.quiet, devices=devices,
-                        strategy=a.strategy, num_workers=a.num_workers, seed=a.seed)
-        print(json.dumps({k: v['wall_s_this_run'] for k, v in rec['stages'].items()}))
-        return rec
-    if not a.data: raise ValueError(f"train {a.stage} needs --data (episode folders)")
+def _stage_runners() -> dict:
+    """Each stage's runner, called as `runner(data, out, preset, max_steps, batch_size, **kw)` with the
+    stage's own keywords (`_stage_kwargs`)."""
     from worldplay2.train import train_vae, train_base
     from worldplay2.compressor import train_compressor
     from worldplay2.teacher_forcing import train_forcing
@@ -169,13 +164,12 @@ def cmd_train(a):
         return train_dmd(data, out, init, teacher, vae, preset, max_steps, dmd_config, **kw)
     def compressor(data, out, preset, max_steps, batch_size, model=None, vae=None, **kw):
         return train_compressor(data, out, model, vae, preset, max_steps, batch_size, **kw)
-    runners = dict(vae=train_vae, base=train_base, compressor=compressor, teacher=forcing('teacher'),
-                   student=forcing('student'), pdd=pdd, dmd=dmd)
-    devices = int(a.devices) if str(a.devices).isdigit() else a.devices
-    need = dict(base=('vae',), compressor=('vae', 'model'), teacher=('vae', 'init'), student=('vae', 'init'),
-                pdd=('vae', 'init'), dmd=('vae', 'init', 'teacher')).get(a.stage, ())
-    missing = [f'--{k}' for k in need if getattr(a, k) is None]
-    if missing: raise ValueError(f"train {a.stage} needs {' and '.join(missing)}")
+    return dict(vae=train_vae, base=train_base, compressor=compressor, teacher=forcing('teacher'),
+                student=forcing('student'), pdd=pdd, dmd=dmd)
+
+# %% ../nbs/90_cli.ipynb #ee4fadd9
+def _stage_kwargs(a) -> dict:
+    "The keywords of `a.stage`'s runner, from its flags."
     memory = dict(init=a.init, vae=a.vae, compressor=a.compressor, window=a.window, memory=a.memory,
                   flat_captions=a.flat_captions)
     extra = dict(base=dict(vae=a.vae, init=a.init, start_share=a.start_share, p_i2v=a.p_i2v,
@@ -188,6 +182,28 @@ def cmd_train(a):
                  pdd=dict(init=a.init, vae=a.vae, window=a.window, solver=a.solver),
                  dmd=dict(init=a.init, vae=a.vae, teacher=a.teacher, window=a.window,
                           dmd_config=dmd_config(a)) if a.stage == 'dmd' else {}).get(a.stage, {})
+    return extra
+
+# %% ../nbs/90_cli.ipynb #25acfc0a
+def cmd_train(a):
+    "Train one stage, or the whole recipe (`train all`)."
+    _check_train_args(a)
+
+    if a.stage == 'all':
+        from worldplay2.hub import train_all
+        devices = int(a.devices) if str(a.devices).isdigit() else a.devices
+        rec = train_all(a.out, a.preset, a.workers, progress=not a.quiet, devices=devices,
+                        strategy=a.strategy, num_workers=a.num_workers, seed=a.seed)
+        print(json.dumps({k: v['wall_s_this_run'] for k, v in rec['stages'].items()}))
+        return rec
+    if not a.data: raise ValueError(f"train {a.stage} needs --data (episode folders)")
+    runners = _stage_runners()
+    devices = int(a.devices) if str(a.devices).isdigit() else a.devices
+    need = dict(base=('vae',), compressor=('vae', 'model'), teacher=('vae', 'init'), student=('vae', 'init'),
+                pdd=('vae', 'init'), dmd=('vae', 'init', 'teacher')).get(a.stage, ())
+    missing = [f'--{k}' for k in need if getattr(a, k) is None]
+    if missing: raise ValueError(f"train {a.stage} needs {' and '.join(missing)}")
+    extra = _stage_kwargs(a)
     from worldplay2.fit import claim_run
     fresh = not Path(a.out).exists()
     # only the run's own entries, before any work
@@ -379,9 +395,8 @@ def _stream_args(p, seeds: str):
     p.add_argument('--json', action='store_true')
 
 # %% ../nbs/90_cli.ipynb #e39d8c75
-def _eval_parser(sub):
-    e = (sub.add_parser('eval', help='evaluations (JSON with --json)')
-         .add_subparsers(dest='sub', required=True))
+def _eval_control_args(e):
+    "`eval control`: generated clips against true renders, and its flags."
     c = e.add_parser('control',
                      help='generated clips vs true renders, copy-first '
                           'baseline, wrong actions, action accuracy')
@@ -425,6 +440,10 @@ def _eval_parser(sub):
                    help="with --script: the chunks averaged start here (e.g. 4: after 'w*32')")
     c.add_argument('--json', action='store_true')
     c.set_defaults(fn=cmd_eval_control)
+
+# %% ../nbs/90_cli.ipynb #f6ce83b5
+def _eval_stream_args(e):
+    "`eval steering` and `eval events`, which stream a model with memory, and their flags."
     sg = e.add_parser('steering',
                       help="each movement key held from world start views: nearer the "
                            "true render of that key than of its opposite? accuracy, by "
@@ -443,6 +462,9 @@ def _eval_parser(sub):
                     help='the events judged (default: all the world renders)')
     ev.add_argument('--per-trial', action='store_true', help='also every trial')
     ev.set_defaults(fn=cmd_eval_events)
+
+def _eval_revisit_args(e):
+    "`eval revisit`: loop closure with three kinds of memory, and its flags."
     r = e.add_parser('revisit',
                      help='loop closure: generated vs generated at the same pose '
                           'and vs true frames, compressed / full / no memory')
@@ -466,6 +488,10 @@ def _eval_parser(sub):
                         "mask); default: as the bidirectional teacher")
     r.add_argument('--json', action='store_true')
     r.set_defaults(fn=cmd_eval_revisit)
+
+# %% ../nbs/90_cli.ipynb #f7b6b027
+def _eval_pdd_args(e):
+    "`eval pdd`: the few-step student against many Euler steps, and its flags."
     q = e.add_parser('pdd',
                      help="few-step quality: the PDD student's K steps vs K and "
                           "many Euler steps of the AR student, vs true frames")
@@ -481,6 +507,9 @@ def _eval_parser(sub):
     q.add_argument('--episodes', type=positive_int, default=8)
     q.add_argument('--json', action='store_true')
     q.set_defaults(fn=cmd_eval_pdd)
+
+def _eval_horizon_args(e):
+    "`eval horizon`: long rollouts along loops, and its flags."
     h = e.add_parser('horizon',
                      help='long rollouts along loops walked again and again: PSNR vs '
                           'the world by chunk and lap, revisit PSNR by lap, per model')
@@ -494,9 +523,16 @@ def _eval_parser(sub):
     h.add_argument('--json', action='store_true')
     h.set_defaults(fn=cmd_eval_horizon)
 
+def _eval_parser(sub):
+    e = (sub.add_parser('eval', help='evaluations (JSON with --json)')
+         .add_subparsers(dest='sub', required=True))
+    for add in (_eval_control_args, _eval_stream_args, _eval_revisit_args, _eval_pdd_args,
+                _eval_horizon_args):
+        add(e)
+
 # %% ../nbs/90_cli.ipynb #0622852c
-def _train_parser(sub):
-    t = sub.add_parser('train', help='train a curriculum stage (resumable)')
+def _train_model_args(t):
+    "`train`'s stage and what it trains from: VAE, model, memory, compressor, window, preset, init."
     t.add_argument('stage', choices=('vae', 'base', 'compressor', 'teacher', 'student', 'pdd', 'dmd', 'all'),
                    help="one stage, or 'all': the whole recipe from data "
                         "generation to Stable Forcing into --out (resumable)")
@@ -518,6 +554,9 @@ def _train_parser(sub):
                         "teacher: the base model (or a model with memory); student: the "
                         "teacher's model/ folder; pdd: the student's model/ folder; dmd: the "
                         "pdd model/ folder (or the student's, for the no-PDD-init ablation)")
+
+def _train_distill_args(t):
+    "`train`'s flags of the distillation stages, `pdd` and `dmd`."
     t.add_argument('--solver', choices=('euler', 'midpoint'), default='euler',
                    help="pdd: the frozen model's step inside an interval")
     t.add_argument('--teacher', default=None,
@@ -536,6 +575,11 @@ def _train_parser(sub):
                    help="dmd: action guidance of the teacher's score (1: none)")
     t.add_argument('--guide', choices=('still', 'mirror'), default='still',
                    help="dmd: what --guidance guides away from: standing still or the opposite commands")
+
+# %% ../nbs/90_cli.ipynb #bd80131c
+def _train_base_args(t):
+    """`train`'s flags of the base stage: its training windows and noise levels, its model config's fields,
+    and the caption form (`--flat-captions`, also for teacher and student)."""
     t.add_argument('--start-share', type=share, default=0.5,
                    help="base: share of training windows that start at a stream's lone first frame")
     t.add_argument('--p-i2v', type=share, default=None,
@@ -582,6 +626,10 @@ def _train_parser(sub):
                         "mirrored must exceed --neg-ratio times its loss with them")
     t.add_argument('--neg-ratio', type=nonneg_float, default=1.0,
                    help="base: with --neg-actions, the ratio the mirrored loss must reach")
+
+# %% ../nbs/90_cli.ipynb #2f3a1b8c
+def _train_run_args(t):
+    "`train`'s flags of the run itself: data, output folder, length, devices."
     t.add_argument('--data', nargs='+', help='episode folder(s) (every stage but all)')
     t.add_argument('--workers', type=positive_int, default=1, help='all: processes generating the data')
     t.add_argument('--out', required=True, help='run folder: checkpoints, logs, final model, metrics.json')
@@ -596,6 +644,10 @@ def _train_parser(sub):
     t.add_argument('--num-workers', type=nonneg_int, default=0)
     t.add_argument('--seed', type=int, default=0)
     t.add_argument('--quiet', action='store_true')
+
+def _train_parser(sub):
+    t = sub.add_parser('train', help='train a curriculum stage (resumable)')
+    for add in (_train_model_args, _train_distill_args, _train_base_args, _train_run_args): add(t)
     t.set_defaults(fn=cmd_train)
 
 # %% ../nbs/90_cli.ipynb #9f07ceac
@@ -661,9 +713,8 @@ def _data_parser(sub):
     s.set_defaults(fn=cmd_data_samples)
 
 # %% ../nbs/90_cli.ipynb #e86ec6b7
-def _bench_parser(sub):
-    b = (sub.add_parser('bench', help='benchmarks (JSON with --json)')
-         .add_subparsers(dest='sub', required=True))
+def _bench_world_args(b):
+    "`bench world`, `bench vae` and `bench train`, and their flags."
     w = b.add_parser('world', help='renderer frames/s per resolution on one core')
     w.add_argument('--res', type=side, nargs='+', default=[64, 128])
     w.add_argument('--frames', type=positive_int, default=256)
@@ -686,6 +737,9 @@ def _bench_parser(sub):
     t.add_argument('--steps', type=positive_int, default=3)
     t.add_argument('--json', action='store_true')
     t.set_defaults(fn=cmd_bench_train)
+
+def _bench_memory_args(b):
+    "`bench memory` and `bench distill`: the cost of memory and of distillation by horizon."
     m = b.add_parser('memory',
                      help='context tokens and ms per chunk by horizon; training '
                           'step time and peak memory: compressed vs full context')
@@ -713,6 +767,10 @@ def _bench_parser(sub):
     x.add_argument('--timeout', type=positive_int, default=900, help='seconds one iteration may take')
     x.add_argument('--json', action='store_true')
     x.set_defaults(fn=cmd_bench_distill)
+
+# %% ../nbs/90_cli.ipynb #6614366b
+def _bench_stream_args(b):
+    "`bench stream`: real-time play over a long run, and its flags."
     st = b.add_parser('stream',
                       help='real-time play: frames/s, first-frame and per-chunk '
                            'latency over a long run, beside the naive path')
@@ -741,6 +799,11 @@ def _bench_parser(sub):
                     help='skip the run of the fastest variant with a room that grows as the memory fills')
     st.add_argument('--json', action='store_true')
     st.set_defaults(fn=cmd_bench_stream)
+
+def _bench_parser(sub):
+    b = (sub.add_parser('bench', help='benchmarks (JSON with --json)')
+         .add_subparsers(dest='sub', required=True))
+    for add in (_bench_world_args, _bench_memory_args, _bench_stream_args): add(b)
 
 # %% ../nbs/90_cli.ipynb #f8122573
 def load_player(checkpoint, vae=None, speed: str = 'fp32'):

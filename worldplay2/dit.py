@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass, field, asdict
 import torch, torch.nn as nn, torch.nn.functional as F
 from einops import rearrange, repeat
+from fastcore.basics import patch
 from .controls import (ControlConfig, ActionEncoder, ActionInjection, TextEncoder, guide,
                                  camera_offsets, mirror_actions, frames_of)
 from .vae import VAEConfig, vae_config, check_fields
@@ -54,25 +55,7 @@ class DiTConfig:
     # latent, the head's answer and the noise level, and corrects the answer locally, across patch edges
     refine: bool = False
 
-    def __post_init__(self):
-        P, size = '[0, 1]', '[1, inf)'
-        check_fields(self, z_ch=size, latent_res=size, patch=size, d_model=size, depth=size, heads=size,
-                     mlp_ratio='(0, inf)', shift='(0, inf)', p_uncond=P, p_i2v=P, p_frame_sigma=P,
-                     p_high_sigma=P, high_sigma=P, sigma_floor='(0, 1]', camera_heads='[0, inf)',
-                     token_dims='[0, inf)')
-        if self.d_model % self.heads:
-            raise ValueError(f"DiTConfig.heads: expected a divisor of d_model = {self.d_model}, "
-                             f"got {self.heads}")
-        if self.latent_res % self.patch:
-            raise ValueError(f"DiTConfig.patch: expected a divisor of latent_res = {self.latent_res}, "
-                             f"got {self.patch}")
-        if not 0 <= self.camera_heads <= self.heads:
-            raise ValueError(f"camera_heads must be in [0, heads={self.heads}], got {self.camera_heads}")
-        if self.pred not in ('v', 'x0', 'skip'):
-            raise ValueError(f"unknown pred '{self.pred}'; known: v, x0, skip")
-        if not 0 <= self.token_dims <= self.z_ch*self.patch**2:
-            raise ValueError(f"token_dims must be in [0, z_ch·patch² = {self.z_ch*self.patch**2}], "
-                             f"got {self.token_dims}")
+    def __post_init__(self): _check_dit_config(self)
 
     @property
     def tokens_per_frame(self): return (self.latent_res//self.patch)**2
@@ -85,6 +68,28 @@ class DiTConfig:
         "Channels of each head given to (time, height, width) rotary axes: even numbers summing to head_dim."
         t = 2*(self.head_dim//6); hw = 2*((self.head_dim - t)//4)
         return (self.head_dim - 2*hw, hw, hw)
+
+# %% ../nbs/04_dit.ipynb #b63ade5e
+def _check_dit_config(c: DiTConfig):
+    "Raise a `ValueError` naming the first field of `c` out of its range or inconsistent with the others."
+    P, size = '[0, 1]', '[1, inf)'
+    check_fields(c, z_ch=size, latent_res=size, patch=size, d_model=size, depth=size, heads=size,
+                 mlp_ratio='(0, inf)', shift='(0, inf)', p_uncond=P, p_i2v=P, p_frame_sigma=P,
+                 p_high_sigma=P, high_sigma=P, sigma_floor='(0, 1]', camera_heads='[0, inf)',
+                 token_dims='[0, inf)')
+    if c.d_model % c.heads:
+        raise ValueError(f"DiTConfig.heads: expected a divisor of d_model = {c.d_model}, "
+                         f"got {c.heads}")
+    if c.latent_res % c.patch:
+        raise ValueError(f"DiTConfig.patch: expected a divisor of latent_res = {c.latent_res}, "
+                         f"got {c.patch}")
+    if not 0 <= c.camera_heads <= c.heads:
+        raise ValueError(f"camera_heads must be in [0, heads={c.heads}], got {c.camera_heads}")
+    if c.pred not in ('v', 'x0', 'skip'):
+        raise ValueError(f"unknown pred '{c.pred}'; known: v, x0, skip")
+    if not 0 <= c.token_dims <= c.z_ch*c.patch**2:
+        raise ValueError(f"token_dims must be in [0, z_ch·patch² = {c.z_ch*c.patch**2}], "
+                         f"got {c.token_dims}")
 
 # %% ../nbs/04_dit.ipynb #56aefc33
 @dataclass
@@ -298,24 +303,6 @@ class WorldDiT(nn.Module):
         for m in (self.ada_out[-1], self.head): nn.init.zeros_(m.weight); nn.init.zeros_(m.bias)
         self.refiner = Refiner(c.z_ch) if c.refine else None
 
-    def memory_kv(self, memory: MemoryTokens, ctx, ctx_mask=None, mask=None, past=None):
-        """Per block, the self-attention (k, v) of memory tokens run on their own (noise level 0, no clip):
-        what a KV cache keeps for them."""
-        B, Fm = memory.h.shape[0], memory.e.shape[1]
-        temb = self.temb(timestep_embedding(memory.h.new_zeros(B, Fm), self.c.d_model))
-        ang = rope_angles(memory.pos, self.c.rope_split)[None, None]
-        if memory.offset is not None: ang = self.camera_angles(ang, memory.pos, memory.offset[:, memory.slot])
-        h, keep = memory.h, []
-        for i, blk in enumerate(self.blocks):
-            h = blk(h, temb, memory.e, ctx[i] if isinstance(ctx, list) else ctx, ctx_mask, ang, memory.slot,
-                    mask, None if past is None else past[i], keep)
-        return keep
-
-    def text_kv(self, ctx):
-        """Per block, the cross-attention (k, v) of caption tokens ctx (B, Lt, d_text): pass the list as `ctx`
-        to skip recomputing them."""
-        return [blk.cross.keys(ctx) for blk in self.blocks]
-
     def camera_angles(self, ang, pos, offset):
         """Rotary angles (B, H, N, Dh/2): in the first `camera_heads` heads (all with 0) the (y, x) positions
         `pos` (N, 3) of the tokens move by their frame's camera `offset` (B, N, 2), one per token; the other
@@ -332,56 +319,79 @@ class WorldDiT(nn.Module):
         h = self.patchify(rearrange(z, 'b n c (y p) (x q) -> b (n y x) (c p q)', p=p, q=p))
         return h if self.screen is None else h + repeat(self.screen, 's d -> (n s) d', n=n)
 
-    def forward(self, x, sigma, e, ctx, ctx_mask=None, mask=None, t0=0.0, memory: MemoryTokens = None,
-                past=None, keep=None, head=None, offset=None):
-        """x (B, n, C, h, w); sigma (B, n); e (B, n, d_action); ctx (B, Lt, d_text) -> velocity
-        (B, n, C, h, w). With `memory`, the sequence is [memory ; clip] and `mask` (if any) covers both; only
-        the clip is predicted. `past`: per block, K/V of earlier tokens the sequence also attends
-        (a KV cache); `keep`: a list that receives per block the sequence's own K/V; `head`: an output layer
-        in place of `self.head`; one giving (B, L, K, C·p²) (K heads, notebook 08) makes (K, B, n, C, h, w);
-        `offset`: per latent (B, n, 2) shifts of the (y, x) rotary positions (`camera_offsets`); with memory
-        or a KV cache they count from the stream's start, as the memory's own offsets (`MemoryTokens.offset`)
-        and the cached keys do."""
-        B, n, C, hh, ww = x.shape
-        p, S = self.c.patch, (hh//self.c.patch)*(ww//self.c.patch)
-        # (B, n·S, D), (B, n, D)
-        h, temb = self.tokens(x), self.temb(timestep_embedding(sigma, self.c.d_model))
-        pos, slot, M = token_positions(n, hh//p, t0, x.device), S, 0
-        # (B, n·S, 2) per token
-        off = None if offset is None else repeat(offset, 'b n c -> b (n s) c', s=S)
-        if memory is not None and (memory.offset is None) != (offset is None):
-            raise ValueError("the clip's camera offsets and its memory's must come together: "
-                             "build the memory with the stream's actions (MemoryWorld.memory) for a "
-                             "camera_rope model, without them otherwise")
-        # memory frames first, at noise level 0
-        if memory is not None:
-            M, Fm = len(memory), memory.e.shape[1]
-            h, e = torch.cat([memory.h, h], 1), torch.cat([memory.e, e], 1)
-            temb = torch.cat([self.temb(timestep_embedding(sigma.new_zeros(B, Fm), self.c.d_model)), temb], 1)
-            slot = torch.cat([memory.slot, Fm + torch.arange(n, device=x.device).repeat_interleave(S)])
-            pos = torch.cat([memory.pos.to(pos), pos])
-            if off is not None: off = torch.cat([memory.offset[:, memory.slot].to(off), off], 1)
-        # (1, 1, N, Dh/2): the screen's grid
-        ang = rope_angles(pos, self.c.rope_split)[None, None]
-        if off is not None: ang = self.camera_angles(ang, pos, off)
-        for i, blk in enumerate(self.blocks):
-            kept = [] if keep is not None else None
-            h = blk(h, temb, e, ctx[i] if isinstance(ctx, list) else ctx, ctx_mask, ang, slot, mask,
-                    None if past is None else past[i], kept)
-            if keep is not None: keep.append(kept[0])
-        sh, sc = repeat(self.ada_out(temb[:, temb.shape[1] - n:]), 'b n d -> b (n s) d', s=S).chunk(2, -1)
-        # (B, n·S, [K,] C·p² or token_dims)
-        out = (self.head if head is None else head)(modulate(self.norm_out(h[:, M:]), sh, sc))
-        # principal components back to a patch
-        if self.c.token_dims: out = self.patchify.unproject(out)
-        out = rearrange(out, 'b (n y x) ... (c p q) -> ... b n c (y p) (x q)', n=n, y=hh//p, p=p, q=p)
-        if self.c.pred == 'skip':                                                # x0 = c_skip·x_σ + c_out·out
-            c_skip, c_out = skip_scales(sigma[..., None, None, None])
-            out = c_skip*x + c_out*out
-        if self.refiner is not None: out = self.refiner(x, out, sigma)
-        if self.c.pred == 'v': return out
-        # x0-prediction, returned as a velocity
-        return (x - out)/sigma.clamp_min(self.c.sigma_floor)[..., None, None, None]
+# %% ../nbs/04_dit.ipynb #d9a29e86
+@patch
+def forward(self: WorldDiT, x, sigma, e, ctx, ctx_mask=None, mask=None, t0=0.0, memory: MemoryTokens = None,
+            past=None, keep=None, head=None, offset=None):
+    """x (B, n, C, h, w); sigma (B, n); e (B, n, d_action); ctx (B, Lt, d_text) -> velocity
+    (B, n, C, h, w). With `memory`, the sequence is [memory ; clip] and `mask` (if any) covers both; only
+    the clip is predicted. `past`: per block, K/V of earlier tokens the sequence also attends
+    (a KV cache); `keep`: a list that receives per block the sequence's own K/V; `head`: an output layer
+    in place of `self.head`; one giving (B, L, K, C·p²) (K heads, notebook 08) makes (K, B, n, C, h, w);
+    `offset`: per latent (B, n, 2) shifts of the (y, x) rotary positions (`camera_offsets`); with memory
+    or a KV cache they count from the stream's start, as the memory's own offsets (`MemoryTokens.offset`)
+    and the cached keys do."""
+    B, n, C, hh, ww = x.shape
+    p, S = self.c.patch, (hh//self.c.patch)*(ww//self.c.patch)
+    # (B, n·S, D), (B, n, D)
+    h, temb = self.tokens(x), self.temb(timestep_embedding(sigma, self.c.d_model))
+    pos, slot, M = token_positions(n, hh//p, t0, x.device), S, 0
+    # (B, n·S, 2) per token
+    off = None if offset is None else repeat(offset, 'b n c -> b (n s) c', s=S)
+    if memory is not None and (memory.offset is None) != (offset is None):
+        raise ValueError("the clip's camera offsets and its memory's must come together: "
+                         "build the memory with the stream's actions (MemoryWorld.memory) for a "
+                         "camera_rope model, without them otherwise")
+    # memory frames first, at noise level 0
+    if memory is not None:
+        M, Fm = len(memory), memory.e.shape[1]
+        h, e = torch.cat([memory.h, h], 1), torch.cat([memory.e, e], 1)
+        temb = torch.cat([self.temb(timestep_embedding(sigma.new_zeros(B, Fm), self.c.d_model)), temb], 1)
+        slot = torch.cat([memory.slot, Fm + torch.arange(n, device=x.device).repeat_interleave(S)])
+        pos = torch.cat([memory.pos.to(pos), pos])
+        if off is not None: off = torch.cat([memory.offset[:, memory.slot].to(off), off], 1)
+    # (1, 1, N, Dh/2): the screen's grid
+    ang = rope_angles(pos, self.c.rope_split)[None, None]
+    if off is not None: ang = self.camera_angles(ang, pos, off)
+    for i, blk in enumerate(self.blocks):
+        kept = [] if keep is not None else None
+        h = blk(h, temb, e, ctx[i] if isinstance(ctx, list) else ctx, ctx_mask, ang, slot, mask,
+                None if past is None else past[i], kept)
+        if keep is not None: keep.append(kept[0])
+    sh, sc = repeat(self.ada_out(temb[:, temb.shape[1] - n:]), 'b n d -> b (n s) d', s=S).chunk(2, -1)
+    # (B, n·S, [K,] C·p² or token_dims)
+    out = (self.head if head is None else head)(modulate(self.norm_out(h[:, M:]), sh, sc))
+    # principal components back to a patch
+    if self.c.token_dims: out = self.patchify.unproject(out)
+    out = rearrange(out, 'b (n y x) ... (c p q) -> ... b n c (y p) (x q)', n=n, y=hh//p, p=p, q=p)
+    if self.c.pred == 'skip':                                                # x0 = c_skip·x_σ + c_out·out
+        c_skip, c_out = skip_scales(sigma[..., None, None, None])
+        out = c_skip*x + c_out*out
+    if self.refiner is not None: out = self.refiner(x, out, sigma)
+    if self.c.pred == 'v': return out
+    # x0-prediction, returned as a velocity
+    return (x - out)/sigma.clamp_min(self.c.sigma_floor)[..., None, None, None]
+
+# %% ../nbs/04_dit.ipynb #06b84fb6
+@patch
+def memory_kv(self: WorldDiT, memory: MemoryTokens, ctx, ctx_mask=None, mask=None, past=None):
+    """Per block, the self-attention (k, v) of memory tokens run on their own (noise level 0, no clip):
+    what a KV cache keeps for them."""
+    B, Fm = memory.h.shape[0], memory.e.shape[1]
+    temb = self.temb(timestep_embedding(memory.h.new_zeros(B, Fm), self.c.d_model))
+    ang = rope_angles(memory.pos, self.c.rope_split)[None, None]
+    if memory.offset is not None: ang = self.camera_angles(ang, memory.pos, memory.offset[:, memory.slot])
+    h, keep = memory.h, []
+    for i, blk in enumerate(self.blocks):
+        h = blk(h, temb, memory.e, ctx[i] if isinstance(ctx, list) else ctx, ctx_mask, ang, memory.slot,
+                mask, None if past is None else past[i], keep)
+    return keep
+
+@patch
+def text_kv(self: WorldDiT, ctx):
+    """Per block, the cross-attention (k, v) of caption tokens ctx (B, Lt, d_text): pass the list as `ctx`
+    to skip recomputing them."""
+    return [blk.cross.keys(ctx) for blk in self.blocks]
 
 # %% ../nbs/04_dit.ipynb #e6ef2ba9
 class WorldModel(nn.Module):

@@ -15,6 +15,7 @@ import torch, torch.nn.functional as F
 import lightning as L
 import numpy as np
 from einops import rearrange
+from fastcore.basics import patch
 from .data import (list_episodes, read_episode, event_at, atomic_dir, load_json, frames_to_tensor,
                              claim_outputs, own_outputs)
 from .vae import CausalVAE
@@ -89,50 +90,59 @@ class RunGuard(L.Callback):
                 for ph in s.get('_schedule_phases', []):
                     ph['end_step'] = (ph['end_step'] + 1)*trainer.max_steps/old - 1
 
-    def on_train_start(self, trainer, pl_module):
-        import signal, threading
-        self.t0 = self.saved_at = time.monotonic(); self.saved_step = trainer.global_step
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self._old[sig] = signal.getsignal(sig); signal.signal(sig, self._on_signal)
+# %% ../nbs/04b_fit.ipynb #679b4d09
+@patch
+def on_train_start(self: RunGuard, trainer, pl_module):
+    import signal, threading
+    self.t0 = self.saved_at = time.monotonic(); self.saved_step = trainer.global_step
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._old[sig] = signal.getsignal(sig); signal.signal(sig, self._on_signal)
 
-    def _on_signal(self, sig, frame):
-        import signal
-        # a second Ctrl-C: at once
-        if self.signal is not None and sig == signal.SIGINT: raise KeyboardInterrupt
-        self.signal = signal.Signals(sig).name
+@patch
+def _on_signal(self: RunGuard, sig, frame):
+    import signal
+    # a second Ctrl-C: at once
+    if self.signal is not None and sig == signal.SIGINT: raise KeyboardInterrupt
+    self.signal = signal.Signals(sig).name
 
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        # every rank alike
-        now, reduce = time.monotonic(), lambda b: trainer.strategy.reduce_boolean_decision(b, all=False)
-        timed = self.max_time is not None and now - self.t0 >= self.max_time
-        # one collective a step
-        due = reduce(self.signal is not None or timed or now - self.saved_at >= self.every_s)
-        stop = due and reduce(self.signal is not None or timed)
-        if due or trainer.global_step - self.saved_step >= self.every_steps: self.save(trainer)
-        if stop: trainer.should_stop = True
+@patch
+def on_exception(self: RunGuard, trainer, pl_module, exception): self._restore()
 
-    def on_train_end(self, trainer, pl_module):
-        self._restore()
-        # a finished run can be continued to more steps
-        if trainer.global_step != self.saved_step: self.save(trainer)
-        if self.signal is not None:
-            raise RunInterrupted(f"{self.signal} at step {trainer.global_step}: saved {self.path}; "
-                                 "the same command continues the run",
-                                 self.signal)
+@patch
+def _restore(self: RunGuard):
+    import signal
+    for sig, h in self._old.items(): signal.signal(sig, h)
+    self._old = {}
 
-    def on_exception(self, trainer, pl_module, exception): self._restore()
+# %% ../nbs/04b_fit.ipynb #6d8392ca
+@patch
+def on_train_batch_end(self: RunGuard, trainer, pl_module, outputs, batch, batch_idx):
+    # every rank alike
+    now, reduce = time.monotonic(), lambda b: trainer.strategy.reduce_boolean_decision(b, all=False)
+    timed = self.max_time is not None and now - self.t0 >= self.max_time
+    # one collective a step
+    due = reduce(self.signal is not None or timed or now - self.saved_at >= self.every_s)
+    stop = due and reduce(self.signal is not None or timed)
+    if due or trainer.global_step - self.saved_step >= self.every_steps: self.save(trainer)
+    if stop: trainer.should_stop = True
 
-    def save(self, trainer):
-        tmp = self.path.with_name('last.ckpt.tmp')
-        trainer.save_checkpoint(tmp)
-        if trainer.is_global_zero: os.replace(tmp, self.path)
-        self.saved_at, self.saved_step = time.monotonic(), trainer.global_step
+@patch
+def on_train_end(self: RunGuard, trainer, pl_module):
+    self._restore()
+    # a finished run can be continued to more steps
+    if trainer.global_step != self.saved_step: self.save(trainer)
+    if self.signal is not None:
+        raise RunInterrupted(f"{self.signal} at step {trainer.global_step}: saved {self.path}; "
+                             "the same command continues the run",
+                             self.signal)
 
-    def _restore(self):
-        import signal
-        for sig, h in self._old.items(): signal.signal(sig, h)
-        self._old = {}
+@patch
+def save(self: RunGuard, trainer):
+    tmp = self.path.with_name('last.ckpt.tmp')
+    trainer.save_checkpoint(tmp)
+    if trainer.is_global_zero: os.replace(tmp, self.path)
+    self.saved_at, self.saved_step = time.monotonic(), trainer.global_step
 
 # %% ../nbs/04b_fit.ipynb #a3829436
 def make_trainer(out: Path, max_steps: int, devices=1, strategy='auto', val_every: int = 250,

@@ -16,6 +16,7 @@ import torch, torch.nn as nn
 from .world import World, FPS, TURN_RATE, check_action, CHARACTERS
 from .dit import EulerSampler, Attention
 from einops import rearrange
+from fastcore.basics import patch
 from .data import frames_to_tensor, tensor_to_frames, write_bytes_atomic
 from .control_eval import true_render, true_frames, psnr, sharpness
 from .controls import still_actions, T_FACTOR
@@ -127,37 +128,6 @@ class Session:
     @property
     def res(self): return self.vae.config.res
 
-    def _start(self, scene, character, first_frame, perspective, event,
-               need_world: bool = False) -> np.ndarray:
-        """Check a stream's start and set its world, captions and perspective; returns the first frame
-        (`need_world`: a seed only)."""
-        if perspective not in (0, 1):
-            raise ValueError(f"perspective must be 0 (third person) or 1 (first person), got {perspective}")
-        w = world_of(scene, character)
-        if w is not None:
-            self.world = w
-            cap, self.char_text = w.scene.caption, w.character.words
-            frame = (w.render(w.start_state(perspective).pose[None], [0.0], self.res)[0][0]
-                     if first_frame is None else first_frame)
-        else:
-            if need_world:
-                raise ValueError(f"the true world needs a world seed (e.g. 3), not the caption {scene!r}")
-            if first_frame is None:
-                raise ValueError("a scene given as a caption needs a first_frame; "
-                                 "or give a world seed (e.g. 3) to start from its view")
-            self.world, cap, self.char_text = (None, check_text(scene, 'scene'),
-                                               check_text(character or '', 'character', empty_ok=True))
-            frame = first_frame
-        frame = np.asarray(frame)
-        if frame.shape != (self.res, self.res, 3) or frame.dtype != np.uint8:
-            raise ValueError(f"first_frame must be uint8 ({self.res}, {self.res}, 3), "
-                             f"got {frame.dtype} {frame.shape}")
-        # the character caption is there in third person only
-        char = self.char_text if perspective == 0 else ''
-        self.captions, self.pending, self.perspective = ([cap, char, check_text(event, 'event')], {},
-                                                         perspective)
-        return frame
-
     def reset(self, scene=0, character: str = None, first_frame=None, perspective: int = 1,
               event: str = 'No event.'):
         """Start a stream. `scene`: a world seed (its caption and start view; `character` one of its
@@ -178,53 +148,89 @@ class Session:
         if scene is not None: self.pending[0] = check_text(scene, 'scene')
         if character is not None: self.pending['char'] = check_text(character, 'character', empty_ok=True)
 
-    def actions(self, action) -> torch.Tensor:
-        """One chunk's actions (1, 4·C, 6) from keys ('w+left'), one action (6,) held for the chunk, or
-        (4·C, 6) per frame; checked."""
-        n = T_FACTOR*self.C
-        # 'v' among the keys switches the perspective
-        if action is None or isinstance(action, str):
-            given = (action or '').split('+')
-            keys = [k for k in given if k.strip().lower() != 'v']
-            a = np.repeat(keys_action('+'.join(keys), (1 - self.perspective if len(keys) < len(given)
-                                                       else self.perspective))[None], n, 0)
-        else:
-            a = np.asarray(action, dtype=np.float64)
-            if a.shape == (6,): a = np.repeat(a[None], n, 0)
-            if a.shape != (n, 6):
-                raise ValueError(f"a chunk takes one action (6,) or {n} of them ({n}, 6), "
-                                 f"got shape {a.shape}")
-            for i, r in enumerate(a): check_action(r, f"action {i}")
-        return torch.from_numpy(a.astype(np.float32))[None]
-
-    def frames(self, action=None, event: str = None):
-        """One chunk, frame by frame as decoded: uint8 (H, W, 3) each. Bad input raises before anything
-        changes."""
-        if self.stream is None: raise RuntimeError("call reset() first")
-        acts = self.actions(action)
-        ev = None if event is None else check_text(event, 'event')
-        if ev is not None: self.captions[2] = ev
-        if 0 in self.pending: self.captions[0] = self.pending[0]
-        if 'char' in self.pending: self.char_text = self.pending['char']
-        self.pending, self.perspective = {}, int(acts[0, -1, 4])
-        # a switch of perspective brings the character in or out
-        self.captions[1] = self.char_text if self.perspective == 0 else ''
-        t0, first, n = time.perf_counter(), None, 0
-        for f in self.stream.step_frames(acts, tuple(self.captions), self.g):
-            if first is None: first = time.perf_counter() - t0
-            # the chunk's last frames decoded (the memory update follows)
-            last = time.perf_counter() - t0
-            for x in tensor_to_frames(f[0]):
-                n += 1
-                yield x
-        self.t += 1
-        self.log.append(dict(chunk=self.t, ms=1000*(time.perf_counter() - t0), first_ms=1000*first,
-                             last_ms=1000*last, frames=n, memory_tokens=self.stream.cache.tokens,
-                             events=self.captions[2]))
-
     def step(self, action=None, event: str = None) -> np.ndarray:
         "One chunk of frames, uint8 (4·C, H, W, 3)."
         return np.stack(list(self.frames(action, event)))
+
+# %% ../nbs/10_realtime.ipynb #0676b968
+@patch
+def _start(self: Session, scene, character, first_frame, perspective, event,
+           need_world: bool = False) -> np.ndarray:
+    """Check a stream's start and set its world, captions and perspective; returns the first frame
+    (`need_world`: a seed only)."""
+    if perspective not in (0, 1):
+        raise ValueError(f"perspective must be 0 (third person) or 1 (first person), got {perspective}")
+    w = world_of(scene, character)
+    if w is not None:
+        self.world = w
+        cap, self.char_text = w.scene.caption, w.character.words
+        frame = (w.render(w.start_state(perspective).pose[None], [0.0], self.res)[0][0]
+                 if first_frame is None else first_frame)
+    else:
+        if need_world:
+            raise ValueError(f"the true world needs a world seed (e.g. 3), not the caption {scene!r}")
+        if first_frame is None:
+            raise ValueError("a scene given as a caption needs a first_frame; "
+                             "or give a world seed (e.g. 3) to start from its view")
+        self.world, cap, self.char_text = (None, check_text(scene, 'scene'),
+                                           check_text(character or '', 'character', empty_ok=True))
+        frame = first_frame
+    frame = np.asarray(frame)
+    if frame.shape != (self.res, self.res, 3) or frame.dtype != np.uint8:
+        raise ValueError(f"first_frame must be uint8 ({self.res}, {self.res}, 3), "
+                         f"got {frame.dtype} {frame.shape}")
+    # the character caption is there in third person only
+    char = self.char_text if perspective == 0 else ''
+    self.captions, self.pending, self.perspective = ([cap, char, check_text(event, 'event')], {},
+                                                     perspective)
+    return frame
+
+# %% ../nbs/10_realtime.ipynb #746382e3
+@patch
+def actions(self: Session, action) -> torch.Tensor:
+    """One chunk's actions (1, 4·C, 6) from keys ('w+left'), one action (6,) held for the chunk, or
+    (4·C, 6) per frame; checked."""
+    n = T_FACTOR*self.C
+    # 'v' among the keys switches the perspective
+    if action is None or isinstance(action, str):
+        given = (action or '').split('+')
+        keys = [k for k in given if k.strip().lower() != 'v']
+        a = np.repeat(keys_action('+'.join(keys), (1 - self.perspective if len(keys) < len(given)
+                                                   else self.perspective))[None], n, 0)
+    else:
+        a = np.asarray(action, dtype=np.float64)
+        if a.shape == (6,): a = np.repeat(a[None], n, 0)
+        if a.shape != (n, 6):
+            raise ValueError(f"a chunk takes one action (6,) or {n} of them ({n}, 6), "
+                             f"got shape {a.shape}")
+        for i, r in enumerate(a): check_action(r, f"action {i}")
+    return torch.from_numpy(a.astype(np.float32))[None]
+
+@patch
+def frames(self: Session, action=None, event: str = None):
+    """One chunk, frame by frame as decoded: uint8 (H, W, 3) each. Bad input raises before anything
+    changes."""
+    if self.stream is None: raise RuntimeError("call reset() first")
+    acts = self.actions(action)
+    ev = None if event is None else check_text(event, 'event')
+    if ev is not None: self.captions[2] = ev
+    if 0 in self.pending: self.captions[0] = self.pending[0]
+    if 'char' in self.pending: self.char_text = self.pending['char']
+    self.pending, self.perspective = {}, int(acts[0, -1, 4])
+    # a switch of perspective brings the character in or out
+    self.captions[1] = self.char_text if self.perspective == 0 else ''
+    t0, first, n = time.perf_counter(), None, 0
+    for f in self.stream.step_frames(acts, tuple(self.captions), self.g):
+        if first is None: first = time.perf_counter() - t0
+        # the chunk's last frames decoded (the memory update follows)
+        last = time.perf_counter() - t0
+        for x in tensor_to_frames(f[0]):
+            n += 1
+            yield x
+    self.t += 1
+    self.log.append(dict(chunk=self.t, ms=1000*(time.perf_counter() - t0), first_ms=1000*first,
+                         last_ms=1000*last, frames=n, memory_tokens=self.stream.cache.tokens,
+                         events=self.captions[2]))
 
 # %% ../nbs/10_realtime.ipynb #9fd8f1f8
 def fork(session: Session) -> Session:

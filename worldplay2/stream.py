@@ -8,6 +8,7 @@ __all__ = ['room_mask', 'KVCache', 'Grow', 'WorldStream']
 # %% ../nbs/07a_stream.ipynb #b54b4a9a
 from dataclasses import dataclass, field
 import torch
+from fastcore.basics import patch
 from .dit import EulerSampler, Room
 from .vae import check_finite
 from .controls import T_FACTOR, flat_caption
@@ -202,130 +203,6 @@ class WorldStream:
         self._remember()
         return self
 
-    def _remember(self):
-        """Bring the KV cache up to date with the history under the current captions; returns the captions'
-        cached K/V. Run as soon as a chunk is finished, so the next chunk's latency
-        (from its key to its frames) holds only its own generation; a new caption at the next chunk redoes
-        it."""
-        if not self.use_cache: return
-        ctx = self.cache.caption(self.mw.model.dit, self.mw.model.text, *self.captions)
-        self._frames(memory_layout(self.mw.compressor.mc, self.latents), ctx)
-        return ctx
-
-    def _forget(self):
-        """With `bounded`: let the latents go that no later memory can read — those before the temporal window
-        and before the reach of the oldest compressed step kept (the cap drops the oldest steps, so that point
-        only moves forward)."""
-        mc, t = self.mw.compressor.mc, self.latents
-        lay = memory_layout(mc, t)
-        # full-resolution latents after the sink
-        first = [lay.full.start if len(lay.full) else t]
-        if len(lay.steps):
-            a = max(1, lay.steps.start - self.mw.compressor.reach)
-            first.append(mc.l*(a - 1) + 1)
-            self.hist['z_lr'].forget(a)
-        self.hist['z'].forget(min(first))
-
-    def _frames(self, lay: MemoryLayout, ctx):
-        """Bring the cache to layout `lay`: compute the new memory frames (each reads the sink), drop those
-        that left."""
-        mw, c = self.mw, self.cache
-        dit, e = mw.model.dit, self.hist['e'].t
-        off = self.hist['off'].t if 'off' in self.hist else None
-        mk = lambda l_: make_memory(mw.compressor, dit, self.hist['z'], self.hist['z_lr'], e, l_, off)
-        t = self.latents
-        # every memory token reads the sink: a new sink, all anew
-        if c.sink is None or c.sink_latents != lay.sink:
-            c.forget_memory()
-            c.sink, c.sink_latents = (dit.memory_kv(mk(MemoryLayout(lay.sink, range(0), range(0), t)), *ctx),
-                                      lay.sink)
-            c.computed += len(lay.sink)
-        for store, want, key in ((c.cmp, lay.steps, 'steps'), (c.tmp, lay.full, 'full')):
-            for old in [i for i in store if i not in want]: del store[old]
-            new = [i for i in want if i not in store]
-            if not new: continue
-            rng = range(new[0], new[-1] + 1)
-            lay_new = MemoryLayout(range(0), rng if key == 'steps' else range(0),
-                                   rng if key == 'full' else range(0), 0 if key == 'full' else t)
-            mem = mk(lay_new)
-            P = c.sink[0][0].shape[2]
-            own = mem.slot[:, None] == mem.slot[None, :]
-            # a memory token reads the sink and its own frame
-            mask = torch.cat([torch.ones(len(mem), P, dtype=torch.bool, device=own.device), own], 1)
-            kv = dit.memory_kv(mem, *ctx, mask=mask, past=c.sink)
-            for f, i in enumerate(rng):
-                store[i] = [(k[:, :, mem.slot == f], v[:, :, mem.slot == f]) for k, v in kv]
-            c.computed += len(rng)
-
-    @torch.no_grad()
-    def step(self, actions, captions=None, generator=None, **sampler_kw):
-        """Generate the next chunk: actions (1, 4·chunk, 6), optionally new captions -> its latents
-        (1, chunk, C, H, W). `sampler_kw` go to the sampler; `self.velocity` keeps the chunk's velocity
-        function (its memory and captions fixed) for a later replay."""
-        for _ in self.step_frames(actions, captions, generator, **sampler_kw): pass
-        return self.hist['z'][:, -self.C:]
-
-    @torch.no_grad()
-    def step_frames(self, actions, captions=None, generator=None, **sampler_kw):
-        """`step`, yielding the chunk's frames (1, 4, 3, H, W) latent by latent as soon as each is decoded
-        (progressive decoding)."""
-        mw, C = self.mw, self.C
-        if captions is not None: self.captions = tuple(captions)
-        if actions.shape[1] != T_FACTOR*C:
-            raise ValueError(f"a chunk of {C} latents needs {T_FACTOR*C} action frames, "
-                             f"got {actions.shape[1]}")
-        # turned: the chunk's offsets count on from there
-        t, dit, turned = self.latents, mw.model.dit, self.turned
-        lay = memory_layout(mw.compressor.mc, t)
-        x = self.hist['z'].new_zeros((1, C) + self.hist['z'].shape[2:])
-        if self.use_cache:
-            # a no-op unless the captions changed
-            ctx = self._remember()
-            parts, n = self.cache.parts(), C*(x.shape[-2]//dit.c.patch)*(x.shape[-1]//dit.c.patch)
-            # each step writes only the chunk's K/V
-            past = _kv_room(parts, n, self.room)
-            mask = None if self.room is None else room_mask(self.cache.tokens, self.room, n, x.device)
-            vel = lambda x_, s_, cond, **kw: mw.model(x_, s_, actions, ctx=ctx, t0=t, past=past, mask=mask,
-                                                      turned=turned, **kw)
-            # frames, not a copy
-            kept = lambda x_, s_, cond, **kw: mw.model(x_, s_, actions, ctx=ctx, t0=t, past=_cat_kv(parts),
-                                                       turned=turned, **kw)
-        # the reference: the whole memory, every step
-        else:
-            mem = mw.memory(self.z, self.z_lr, self.acts)
-            S = (x.shape[-2]//dit.c.patch)*(x.shape[-1]//dit.c.patch)
-            mask = None if self.teacher else forcing_mask(mem, [lay], S, C)
-            caps = tuple([f] for f in self.captions)
-            vel = kept = lambda x_, s_, cond, **kw: mw(x_, s_, actions, caps, mem, t0=t, mask=mask,
-                                                       turned=turned, **kw)
-        x = self.sampler(vel, x, generator=generator, **sampler_kw)
-        self.velocity = kept
-        yield from self._append(x, actions)
-        # the finished chunk enters the memory now
-        self._remember()
-
-    def _append(self, x, actions):
-        """Add a finished chunk to the history, decoding it latent by latent (each decoded latent's frames are
-        yielded at once), with its low-res latents (every l-th frame, s× smaller, encoded)."""
-        vae, mc, frames = self.vae, self.mw.compressor.mc, []
-        # a broken model stops here, not as black frames
-        check_finite(x, self.mw.model)
-        for j in range(x.shape[1]):
-            # (1, 4, 3, H, W): the causal decoder streams
-            f, self.dec_state = vae.decode(vae.denormalize(x[:, j:j + 1]), self.dec_state)
-            frames.append(check_finite(f, vae))
-            yield f
-        frames = torch.cat(frames, 1)
-        # the stream's even frames 4t−2, 4t, …
-        mu_lr, _, self.lr_state = vae.encode(shrink(frames[:, 1::mc.l], mc.s), self.lr_state)
-        for k, v in dict(z=x, z_lr=vae.normalize(mu_lr), acts=actions,
-                         e=self.mw.model.actions(actions)).items():
-            self.hist[k].add(v)
-        if 'off' in self.hist: self.hist['off'].add(self.mw.offsets(actions, self.turned))
-        self.turned = self.turned + actions[..., :2].sum(1)
-        if self.bounded: self._forget()
-        if self.keep_video: self.frames.append(frames)
-
     # the history so far (views)
     z, z_lr, acts = (property(lambda self, k=k: self.hist[k].t) for k in ('z', 'z_lr', 'acts'))
 
@@ -336,3 +213,136 @@ class WorldStream:
     def video(self):
         "All frames so far, (1, 1 + 4·latents, 3, H, W) in [-1, 1] (the first as given, the rest decoded)."
         return torch.cat(self.frames, 1)
+
+# %% ../nbs/07a_stream.ipynb #362bf889
+@patch
+@torch.no_grad()
+def step(self: WorldStream, actions, captions=None, generator=None, **sampler_kw):
+    """Generate the next chunk: actions (1, 4·chunk, 6), optionally new captions -> its latents
+    (1, chunk, C, H, W). `sampler_kw` go to the sampler; `self.velocity` keeps the chunk's velocity
+    function (its memory and captions fixed) for a later replay."""
+    for _ in self.step_frames(actions, captions, generator, **sampler_kw): pass
+    return self.hist['z'][:, -self.C:]
+
+@patch
+@torch.no_grad()
+def step_frames(self: WorldStream, actions, captions=None, generator=None, **sampler_kw):
+    """`step`, yielding the chunk's frames (1, 4, 3, H, W) latent by latent as soon as each is decoded
+    (progressive decoding)."""
+    mw, C = self.mw, self.C
+    if captions is not None: self.captions = tuple(captions)
+    if actions.shape[1] != T_FACTOR*C:
+        raise ValueError(f"a chunk of {C} latents needs {T_FACTOR*C} action frames, "
+                         f"got {actions.shape[1]}")
+    # turned: the chunk's offsets count on from there
+    t, dit, turned = self.latents, mw.model.dit, self.turned
+    lay = memory_layout(mw.compressor.mc, t)
+    x = self.hist['z'].new_zeros((1, C) + self.hist['z'].shape[2:])
+    if self.use_cache:
+        # a no-op unless the captions changed
+        ctx = self._remember()
+        parts, n = self.cache.parts(), C*(x.shape[-2]//dit.c.patch)*(x.shape[-1]//dit.c.patch)
+        # each step writes only the chunk's K/V
+        past = _kv_room(parts, n, self.room)
+        mask = None if self.room is None else room_mask(self.cache.tokens, self.room, n, x.device)
+        vel = lambda x_, s_, cond, **kw: mw.model(x_, s_, actions, ctx=ctx, t0=t, past=past, mask=mask,
+                                                  turned=turned, **kw)
+        # frames, not a copy
+        kept = lambda x_, s_, cond, **kw: mw.model(x_, s_, actions, ctx=ctx, t0=t, past=_cat_kv(parts),
+                                                   turned=turned, **kw)
+    # the reference: the whole memory, every step
+    else:
+        mem = mw.memory(self.z, self.z_lr, self.acts)
+        S = (x.shape[-2]//dit.c.patch)*(x.shape[-1]//dit.c.patch)
+        mask = None if self.teacher else forcing_mask(mem, [lay], S, C)
+        caps = tuple([f] for f in self.captions)
+        vel = kept = lambda x_, s_, cond, **kw: mw(x_, s_, actions, caps, mem, t0=t, mask=mask,
+                                                   turned=turned, **kw)
+    x = self.sampler(vel, x, generator=generator, **sampler_kw)
+    self.velocity = kept
+    yield from self._append(x, actions)
+    # the finished chunk enters the memory now
+    self._remember()
+
+# %% ../nbs/07a_stream.ipynb #a8c35707
+@patch
+def _append(self: WorldStream, x, actions):
+    """Add a finished chunk to the history, decoding it latent by latent (each decoded latent's frames are
+    yielded at once), with its low-res latents (every l-th frame, s× smaller, encoded)."""
+    vae, mc, frames = self.vae, self.mw.compressor.mc, []
+    # a broken model stops here, not as black frames
+    check_finite(x, self.mw.model)
+    for j in range(x.shape[1]):
+        # (1, 4, 3, H, W): the causal decoder streams
+        f, self.dec_state = vae.decode(vae.denormalize(x[:, j:j + 1]), self.dec_state)
+        frames.append(check_finite(f, vae))
+        yield f
+    frames = torch.cat(frames, 1)
+    # the stream's even frames 4t−2, 4t, …
+    mu_lr, _, self.lr_state = vae.encode(shrink(frames[:, 1::mc.l], mc.s), self.lr_state)
+    for k, v in dict(z=x, z_lr=vae.normalize(mu_lr), acts=actions,
+                     e=self.mw.model.actions(actions)).items():
+        self.hist[k].add(v)
+    if 'off' in self.hist: self.hist['off'].add(self.mw.offsets(actions, self.turned))
+    self.turned = self.turned + actions[..., :2].sum(1)
+    if self.bounded: self._forget()
+    if self.keep_video: self.frames.append(frames)
+
+@patch
+def _forget(self: WorldStream):
+    """With `bounded`: let the latents go that no later memory can read — those before the temporal window
+    and before the reach of the oldest compressed step kept (the cap drops the oldest steps, so that point
+    only moves forward)."""
+    mc, t = self.mw.compressor.mc, self.latents
+    lay = memory_layout(mc, t)
+    # full-resolution latents after the sink
+    first = [lay.full.start if len(lay.full) else t]
+    if len(lay.steps):
+        a = max(1, lay.steps.start - self.mw.compressor.reach)
+        first.append(mc.l*(a - 1) + 1)
+        self.hist['z_lr'].forget(a)
+    self.hist['z'].forget(min(first))
+
+# %% ../nbs/07a_stream.ipynb #65d80ecb
+@patch
+def _remember(self: WorldStream):
+    """Bring the KV cache up to date with the history under the current captions; returns the captions'
+    cached K/V. Run as soon as a chunk is finished, so the next chunk's latency
+    (from its key to its frames) holds only its own generation; a new caption at the next chunk redoes
+    it."""
+    if not self.use_cache: return
+    ctx = self.cache.caption(self.mw.model.dit, self.mw.model.text, *self.captions)
+    self._frames(memory_layout(self.mw.compressor.mc, self.latents), ctx)
+    return ctx
+
+@patch
+def _frames(self: WorldStream, lay: MemoryLayout, ctx):
+    """Bring the cache to layout `lay`: compute the new memory frames (each reads the sink), drop those
+    that left."""
+    mw, c = self.mw, self.cache
+    dit, e = mw.model.dit, self.hist['e'].t
+    off = self.hist['off'].t if 'off' in self.hist else None
+    mk = lambda l_: make_memory(mw.compressor, dit, self.hist['z'], self.hist['z_lr'], e, l_, off)
+    t = self.latents
+    # every memory token reads the sink: a new sink, all anew
+    if c.sink is None or c.sink_latents != lay.sink:
+        c.forget_memory()
+        c.sink, c.sink_latents = (dit.memory_kv(mk(MemoryLayout(lay.sink, range(0), range(0), t)), *ctx),
+                                  lay.sink)
+        c.computed += len(lay.sink)
+    for store, want, key in ((c.cmp, lay.steps, 'steps'), (c.tmp, lay.full, 'full')):
+        for old in [i for i in store if i not in want]: del store[old]
+        new = [i for i in want if i not in store]
+        if not new: continue
+        rng = range(new[0], new[-1] + 1)
+        lay_new = MemoryLayout(range(0), rng if key == 'steps' else range(0),
+                               rng if key == 'full' else range(0), 0 if key == 'full' else t)
+        mem = mk(lay_new)
+        P = c.sink[0][0].shape[2]
+        own = mem.slot[:, None] == mem.slot[None, :]
+        # a memory token reads the sink and its own frame
+        mask = torch.cat([torch.ones(len(mem), P, dtype=torch.bool, device=own.device), own], 1)
+        kv = dit.memory_kv(mem, *ctx, mask=mask, past=c.sink)
+        for f, i in enumerate(rng):
+            store[i] = [(k[:, :, mem.slot == f], v[:, :, mem.slot == f]) for k, v in kv]
+        c.computed += len(rng)

@@ -119,6 +119,108 @@ BASE_TRAIN = dict(tiny=dict(max_steps=200, batch_size=8, lr=1e-3),
                   small=dict(max_steps=1500, batch_size=8, lr=3e-4),
                   base=dict(max_steps=200_000, batch_size=64, lr=1e-4))
 
+# %% ../nbs/05_training.ipynb #a6a6166f
+def _check_base_args(vae, start_share, p_i2v, p_high_sigma, high_sigma, shift, neg_weight, neg_ratio):
+    "`train_base`'s checks of its arguments, before any work."
+    if vae is None:
+        raise ValueError("train base needs the trained VAE: "
+                         "pass vae=DIR (the vae/ folder of `worldplay2 train vae`)")
+    for name, x in (('start_share', start_share), ('p_i2v', p_i2v), ('p_high_sigma', p_high_sigma),
+                    ('high_sigma', high_sigma)):
+        if x is not None and not 0 <= x <= 1: raise ValueError(f"{name} must be in [0, 1], got {x}")
+    if shift is not None and not shift > 0: raise ValueError(f"shift must be positive, got {shift}")
+    if not neg_weight >= 0 or not neg_ratio > 0:
+        raise ValueError(f"neg_weight must be ≥ 0 and neg_ratio positive, got {neg_weight} and {neg_ratio}")
+
+def _base_init(init, v, asked: dict):
+    """The model/ folder `init` loaded for training (None without one), checked against the VAE `v`, with the
+    parts `asked` for ({part: on}) added; a part it has learnt cannot be dropped."""
+    if init is None: return None
+    model = load_world(init).train()
+    check_latent_stats(model, v, f"the model of {init}")
+    dropped = [k for k, on in asked.items() if has_part(model.config, k) and not on]
+    if dropped:
+        raise ValueError(f"the model of {init} has learnt "
+                         f"{' and '.join(NEW_PARTS[k][1] for k in dropped)} ({', '.join(dropped)}), "
+                         "which cannot be dropped")
+    gained = {k: True for k, on in asked.items() if on and not has_part(model.config, k)}
+    if gained: model = with_new_parts(model, **gained)
+    return model
+
+# %% ../nbs/05_training.ipynb #14321fa0
+def _set_base_fields(cfg: ModelConfig, asked: dict, p_i2v, p_high_sigma, high_sigma, camera_rope, shift,
+                     flat_captions, pred, camera_heads):
+    "Set on `cfg` the fields `train_base` was given (None: keep the config's), checking them as it goes."
+    if p_i2v is not None: cfg.dit.p_i2v = p_i2v
+    if p_high_sigma is not None: cfg.dit.p_high_sigma = p_high_sigma
+    if high_sigma is not None: cfg.dit.high_sigma = high_sigma
+    if camera_rope is not None: cfg.dit.camera_rope = camera_rope
+    if shift is not None: cfg.dit.shift = shift
+    # the text encoder reads this config
+    if flat_captions is not None: cfg.control.structured = not flat_captions
+    # checked
+    if pred is not None: cfg.dit.pred = pred; cfg.dit.__post_init__()
+    for k, on in asked.items(): setattr(getattr(cfg, NEW_PARTS[k][0]), k, on)
+    # checked against heads
+    if camera_heads is not None: cfg.dit.camera_heads = camera_heads; cfg.dit.__post_init__()
+
+def _base_model(v, vae, init, preset: str, parts: dict, **fields):
+    """The model `train_base` starts from (None for a new one) and its config: the model/ folder `init` with
+    the `parts` ({part: on, or None to keep}) asked for, or `preset`'s, on the VAE `v` (of the folder `vae`),
+    with the config `fields` it was given."""
+    asked = {k: on for k, on in parts.items() if on is not None}
+    model = _base_init(init, v, asked)
+    cfg = model.config if model is not None else model_config(preset)
+    check_latents_match(v.config, cfg.vae, f"{vae}: the VAE",
+                        f"the model of {init}" if init is not None else f"preset {preset}")
+    cfg.vae = v.config
+    _set_base_fields(cfg, asked, **fields)
+    return model, cfg
+
+# %% ../nbs/05_training.ipynb #a29d7498
+def _with_token_dims(model, cfg: ModelConfig, token_dims, train, init):
+    """With a new `token_dims`: the model (or a new one of `cfg`) carried over to that many principal
+    components, fitted on the latents of the `train` episodes. Returns (model, its config, the variance
+    kept), unchanged (and None) otherwise."""
+    kept = None
+    if token_dims is not None and token_dims != cfg.dit.token_dims:
+        if cfg.dit.token_dims:
+            raise ValueError(f"the model of {init} sees {cfg.dit.token_dims} components per patch: "
+                             "that cannot change")
+        # every 4th latent
+        z = torch.cat([torch.from_numpy(np.load(p/'latents.npz')['z'][::4].astype(np.float32))
+                       for p in train])
+        basis, center, kept = fit_token_basis(z, token_dims, cfg.dit.patch)
+        model = with_token_basis(model if model is not None else WorldModel(cfg), basis, center)
+        cfg = model.config
+    return model, cfg, kept
+
+def _base_loader(ps, train: bool, n_latents: int, bs: int, seed: int, start_share: float,
+                 num_workers: int):
+    """A loader of `n_latents`-latent windows of the episodes `ps`: drawn with replacement for training
+    (`start_share` of them at a stream's start), the same `8·bs` windows every time for validation."""
+    ds, g = LatentDataset(ps, n_latents), torch.Generator().manual_seed(seed)
+    if not len(ds):
+        raise ValueError(f"no window of {n_latents} latents in the "
+                         f"{'training' if train else 'validation'} episodes: "
+                         "need more or longer episodes")
+    if train:
+        sampler = torch.utils.data.WeightedRandomSampler(torch.from_numpy(ds.weights(start_share)),
+                                                         len(ds), replacement=True, generator=g)
+    # validation: the same windows every time, half of them stream starts, whatever start_share is
+    else:
+        w = torch.from_numpy(ds.weights(0.5))
+        sampler = torch.multinomial(w, min(8*bs, int((w > 0).sum())), generator=g).tolist()
+    return torch.utils.data.DataLoader(ds, batch_size=bs, sampler=sampler, num_workers=num_workers)
+
+def _base_fields(cfg: ModelConfig) -> dict:
+    "The config fields `train_base` records in its metrics."
+    return dict(p_i2v=cfg.dit.p_i2v, p_high_sigma=cfg.dit.p_high_sigma, high_sigma=cfg.dit.high_sigma,
+                camera_rope=cfg.dit.camera_rope, camera_heads=cfg.dit.camera_heads,
+                screen_pos=cfg.dit.screen_pos, travel=cfg.control.travel, shift=cfg.dit.shift,
+                pred=cfg.dit.pred, token_dims=cfg.dit.token_dims, refine=cfg.dit.refine,
+                structured=cfg.control.structured)
+
 # %% ../nbs/05_training.ipynb #3190c81e
 def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_size: int = None, devices=1,
                strategy='auto', num_workers: int = 0, seed: int = 0, progress: bool = True, vae=None,
@@ -150,74 +252,19 @@ def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_si
     fields (`ControlConfig.structured` false, the Tab. 6 ablation; the same weights read either, so a model
     can be fine-tuned into the other form; None keeps the model's, structured for a new one)."""
     out = Path(out)
-    if vae is None:
-        raise ValueError("train base needs the trained VAE: "
-                         "pass vae=DIR (the vae/ folder of `worldplay2 train vae`)")
-    for name, x in (('start_share', start_share), ('p_i2v', p_i2v), ('p_high_sigma', p_high_sigma),
-                    ('high_sigma', high_sigma)):
-        if x is not None and not 0 <= x <= 1: raise ValueError(f"{name} must be in [0, 1], got {x}")
-    if shift is not None and not shift > 0: raise ValueError(f"shift must be positive, got {shift}")
-    if not neg_weight >= 0 or not neg_ratio > 0:
-        raise ValueError(f"neg_weight must be ≥ 0 and neg_ratio positive, got {neg_weight} and {neg_ratio}")
+    _check_base_args(vae, start_share, p_i2v, p_high_sigma, high_sigma, shift, neg_weight, neg_ratio)
     v = load_vae(vae)
-    model = load_world(init).train() if init is not None else None
-    if model is not None: check_latent_stats(model, v, f"the model of {init}")
-    asked = {k: on for k, on in dict(screen_pos=screen_pos, travel=travel, refine=refine).items()
-             if on is not None}
-    if model is not None:
-        dropped = [k for k, on in asked.items() if has_part(model.config, k) and not on]
-        if dropped:
-            raise ValueError(f"the model of {init} has learnt "
-                             f"{' and '.join(NEW_PARTS[k][1] for k in dropped)} ({', '.join(dropped)}), "
-                             "which cannot be dropped")
-        gained = {k: True for k, on in asked.items() if on and not has_part(model.config, k)}
-        if gained: model = with_new_parts(model, **gained)
-    cfg = model.config if model is not None else model_config(preset)
-    check_latents_match(v.config, cfg.vae, f"{vae}: the VAE",
-                        f"the model of {init}" if init is not None else f"preset {preset}")
-    cfg.vae = v.config
-    if p_i2v is not None: cfg.dit.p_i2v = p_i2v
-    if p_high_sigma is not None: cfg.dit.p_high_sigma = p_high_sigma
-    if high_sigma is not None: cfg.dit.high_sigma = high_sigma
-    if camera_rope is not None: cfg.dit.camera_rope = camera_rope
-    if shift is not None: cfg.dit.shift = shift
-    # the text encoder reads this config
-    if flat_captions is not None: cfg.control.structured = not flat_captions
-    # checked
-    if pred is not None: cfg.dit.pred = pred; cfg.dit.__post_init__()
-    for k, on in asked.items(): setattr(getattr(cfg, NEW_PARTS[k][0]), k, on)
-    # checked against heads
-    if camera_heads is not None: cfg.dit.camera_heads = camera_heads; cfg.dit.__post_init__()
+    model, cfg = _base_model(v, vae, init, preset, dict(screen_pos=screen_pos, travel=travel, refine=refine),
+                             p_i2v=p_i2v, p_high_sigma=p_high_sigma, high_sigma=high_sigma,
+                             camera_rope=camera_rope, shift=shift, flat_captions=flat_captions, pred=pred,
+                             camera_heads=camera_heads)
     paths = encode_latents(v, data, out/'latents', progress)
     train, val = split_episodes(paths)
-    kept = None
-    if token_dims is not None and token_dims != cfg.dit.token_dims:
-        if cfg.dit.token_dims:
-            raise ValueError(f"the model of {init} sees {cfg.dit.token_dims} components per patch: "
-                             "that cannot change")
-        # every 4th latent
-        z = torch.cat([torch.from_numpy(np.load(p/'latents.npz')['z'][::4].astype(np.float32))
-                       for p in train])
-        basis, center, kept = fit_token_basis(z, token_dims, cfg.dit.patch)
-        model = with_token_basis(model if model is not None else WorldModel(cfg), basis, center)
-        cfg = model.config
+    model, cfg, kept = _with_token_dims(model, cfg, token_dims, train, init)
     steps, bs, lr = ((max_steps or BASE_TRAIN[preset]['max_steps']),
                      (batch_size or BASE_TRAIN[preset]['batch_size']), BASE_TRAIN[preset]['lr'])
     L.seed_everything(seed, verbose=False)
-    def mk(ps, train: bool):
-        ds, g = LatentDataset(ps, n_latents), torch.Generator().manual_seed(seed)
-        if not len(ds):
-            raise ValueError(f"no window of {n_latents} latents in the "
-                             f"{'training' if train else 'validation'} episodes: "
-                             "need more or longer episodes")
-        if train:
-            sampler = torch.utils.data.WeightedRandomSampler(torch.from_numpy(ds.weights(start_share)),
-                                                             len(ds), replacement=True, generator=g)
-        # validation: the same windows every time, half of them stream starts, whatever start_share is
-        else:
-            w = torch.from_numpy(ds.weights(0.5))
-            sampler = torch.multinomial(w, min(8*bs, int((w > 0).sum())), generator=g).tolist()
-        return torch.utils.data.DataLoader(ds, batch_size=bs, sampler=sampler, num_workers=num_workers)
+    def mk(ps, train: bool): return _base_loader(ps, train, n_latents, bs, seed, start_share, num_workers)
     lit = LitWorld(model if model is not None else WorldModel(cfg), lr=lr, max_steps=steps,
                    neg_weight=neg_weight, neg_ratio=neg_ratio)
     trainer = make_trainer(out, steps, devices, strategy, progress=progress, **trainer_kw)
@@ -230,11 +277,7 @@ def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_si
                    episodes=len(paths), val_loss=round(r['val/loss'], 4),
                    val_loss_mirrored=round(r['val/loss_mirrored'], 4),
                    init=None if init is None else str(init), start_share=start_share,
-                   p_i2v=cfg.dit.p_i2v, p_high_sigma=cfg.dit.p_high_sigma, high_sigma=cfg.dit.high_sigma,
-                   camera_rope=cfg.dit.camera_rope, camera_heads=cfg.dit.camera_heads,
-                   screen_pos=cfg.dit.screen_pos, travel=cfg.control.travel, shift=cfg.dit.shift,
-                   pred=cfg.dit.pred, token_dims=cfg.dit.token_dims, refine=cfg.dit.refine,
-                   structured=cfg.control.structured,
+                   **_base_fields(cfg),
                    **(dict(token_variance_kept=round(kept, 5)) if kept is not None else {}),
                    **(dict(neg_weight=neg_weight, neg_ratio=neg_ratio) if neg_weight else {}),
                    wall_s_this_run=round(time.time() - t0, 1),

@@ -8,6 +8,7 @@ __all__ = ['Player']
 # %% ../nbs/11_widget.ipynb #e0575b77
 import html, io, threading
 from PIL import Image
+from fastcore.basics import patch
 from .realtime import Session
 from .world import CHARACTERS
 
@@ -64,71 +65,84 @@ class Player:
     def first(self, frame):
         self.image.value = _png(frame, self.scale)
 
-    def on_key(self, ev: dict):
-        "ipyevents' keydown/keyup: hold or release the key (unknown keys are ignored)."
-        k = _KEYNAMES.get(str(ev.get('key', '')).lower())
-        if k is None: return
-        if ev.get('type') == 'keydown': self.press(k)
-        else: self.release(k)
+# %% ../nbs/11_widget.ipynb #0896a9d8
+@patch
+def on_key(self: Player, ev: dict):
+    "ipyevents' keydown/keyup: hold or release the key (unknown keys are ignored)."
+    k = _KEYNAMES.get(str(ev.get('key', '')).lower())
+    if k is None: return
+    if ev.get('type') == 'keydown': self.press(k)
+    else: self.release(k)
 
-    def press(self, key: str):
-        if key == 'v': self.toggle = True
-        else: self.held.add(key)
+@patch
+def press(self: Player, key: str):
+    if key == 'v': self.toggle = True
+    else: self.held.add(key)
 
-    def release(self, key: str): self.held.discard(key)
+@patch
+def release(self: Player, key: str): self.held.discard(key)
 
-    def tap(self, key: str):
-        "A button click: the key counts for the next chunk."
-        self.press(key); self.tapped = key
+@patch
+def tap(self: Player, key: str):
+    "A button click: the key counts for the next chunk."
+    self.press(key); self.tapped = key
 
-    def fire_event(self):
-        self.pending_event = self.event.value
-        self.event.value = ''
+@patch
+def fire_event(self: Player):
+    self.pending_event = self.event.value
+    self.event.value = ''
 
-    def keys_now(self) -> str:
-        """The keys for the next chunk: those held (and a tapped one), plus 'v' once after a switch was asked
-        for."""
-        ks = sorted(self.held) + (['v'] if self.toggle else [])
-        if self.tapped and self.tapped != 'v': self.held.discard(self.tapped)
-        self.tapped, self.toggle = None, False
-        return '+'.join(ks)
+@patch
+def keys_now(self: Player) -> str:
+    """The keys for the next chunk: those held (and a tapped one), plus 'v' once after a switch was asked
+    for."""
+    ks = sorted(self.held) + (['v'] if self.toggle else [])
+    if self.tapped and self.tapped != 'v': self.held.discard(self.tapped)
+    self.tapped, self.toggle = None, False
+    return '+'.join(ks)
 
-    def step(self):
-        """One chunk with the keys held now, frames shown as they arrive; bad input is reported, and play goes
-        on."""
-        ev, self.pending_event = self.pending_event, None
-        self.last_keys = self.keys_now()
-        try:
-            for f in self.session.frames(self.last_keys, event=ev):
-                self.image.value = _png(f, self.scale); self.frames_shown += 1
-            self.error = ''
-        except ValueError as e: self.error = str(e)
-        r = self.session.log[-1] if self.session.log else {}
-        fps = 4*self.session.C/(r.get('ms', 1e9)/1000)
-        # typed text (events, and errors that quote it) is shown, never run
-        esc = lambda s: html.escape(str(s))
-        self.readout.value = (f"<b>{fps:.1f}</b> frames/s &nbsp; first frame {r.get('first_ms', 0):.0f} ms "
-                              f"&nbsp; memory tokens {r.get('memory_tokens', 0)}<br>keys: "
-                              f"{esc(self.last_keys or '-')} &nbsp; event: {esc(self.session.captions[2])}"
-                              + (f"<br><span style='color:#b00'>{esc(self.error)}</span>"
-                                 if self.error else ''))
+# %% ../nbs/11_widget.ipynb #90c86b82
+@patch
+def step(self: Player):
+    """One chunk with the keys held now, frames shown as they arrive; bad input is reported, and play goes
+    on."""
+    ev, self.pending_event = self.pending_event, None
+    self.last_keys = self.keys_now()
+    try:
+        for f in self.session.frames(self.last_keys, event=ev):
+            self.image.value = _png(f, self.scale); self.frames_shown += 1
+        self.error = ''
+    except ValueError as e: self.error = str(e)
+    r = self.session.log[-1] if self.session.log else {}
+    fps = 4*self.session.C/(r.get('ms', 1e9)/1000)
+    # typed text (events, and errors that quote it) is shown, never run
+    esc = lambda s: html.escape(str(s))
+    self.readout.value = (f"<b>{fps:.1f}</b> frames/s &nbsp; first frame {r.get('first_ms', 0):.0f} ms "
+                          f"&nbsp; memory tokens {r.get('memory_tokens', 0)}<br>keys: "
+                          f"{esc(self.last_keys or '-')} &nbsp; event: {esc(self.session.captions[2])}"
+                          + (f"<br><span style='color:#b00'>{esc(self.error)}</span>"
+                             if self.error else ''))
 
-    def _loop(self):
-        while self.running: self.step()
+@patch
+def _loop(self: Player):
+    while self.running: self.step()
 
-    def start(self):
-        "Generate in a background thread until `stop()`."
-        if self.running: return
-        self.running = True
-        self.thread = threading.Thread(target=self._loop, daemon=True); self.thread.start()
+@patch
+def start(self: Player):
+    "Generate in a background thread until `stop()`."
+    if self.running: return
+    self.running = True
+    self.thread = threading.Thread(target=self._loop, daemon=True); self.thread.start()
 
-    def stop(self):
-        self.running = False
-        if self.thread is not None: self.thread.join(); self.thread = None
+@patch
+def stop(self: Player):
+    self.running = False
+    if self.thread is not None: self.thread.join(); self.thread = None
 
-    def restart(self):
-        "A new stream from the picked scene and character."
-        was = self.running
-        self.stop()
-        self.first(self.session.reset(self.scene.value, self.character.value))
-        if was: self.start()
+@patch
+def restart(self: Player):
+    "A new stream from the picked scene and character."
+    was = self.running
+    self.stop()
+    self.first(self.session.reset(self.scene.value, self.character.value))
+    if was: self.start()
