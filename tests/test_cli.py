@@ -28,6 +28,8 @@ def test_bad_arguments_give_clear_errors(tmp_path):
     assert r.returncode != 0 and 'shift must be positive, got 0.0' in r.stderr and 'Traceback' not in r.stderr
     r = run('train', 'vae', '--out', str(tmp_path/'v'), '--data', str(tmp_path), '--max-time', '0')
     assert r.returncode != 0 and '--max-time must be a positive number of seconds, got 0.0' in r.stderr and 'Traceback' not in r.stderr
+    r = run('train', 'pdd', '--out', str(tmp_path/'p'), '--data', str(tmp_path), '--vae', str(tmp_path), '--init', str(tmp_path), '--flat-captions')
+    assert r.returncode != 0 and '--flat-captions is for train base, teacher or student, not pdd' in r.stderr and not (tmp_path/'p').exists()
 
 def test_generate_resumes_after_kill(tmp_path):
     "Kill a generation mid-run: no half-written episode appears, and re-running completes it identically."
@@ -126,7 +128,8 @@ def test_every_training_stage_from_the_shell(tmp_path):
     assert run('data', 'generate', '--out', str(d/'data'), '--episodes', '3', '--kind', 'loop', '--seconds', '5', '--res', '32', '--quiet').returncode == 0
     common = ['--preset', 'tiny', '--data', str(d/'data'), '--max-steps', '2', '--quiet']
     stages = [('vae', []), ('base', ['--vae', str(d/'vae'/'vae'), '--shift', '2', '--neg-actions', '0.5', '--screen-pos', '--high-sigma', '0.95']), ('compressor', ['--vae', str(d/'vae'/'vae'), '--model', str(d/'base'/'model')]),
-              ('teacher', ['--vae', str(d/'vae'/'vae'), '--init', str(d/'base'/'model'), '--compressor', str(d/'compressor'/'compressor')]),
+              # a flat-caption teacher: its student, PDD and DMD stages keep the form, and play and demo stream it
+              ('teacher', ['--vae', str(d/'vae'/'vae'), '--init', str(d/'base'/'model'), '--compressor', str(d/'compressor'/'compressor'), '--flat-captions']),
               ('student', ['--vae', str(d/'vae'/'vae'), '--init', str(d/'teacher'/'model')]),
               ('pdd', ['--vae', str(d/'vae'/'vae'), '--init', str(d/'student'/'model')]),
               ('dmd', ['--vae', str(d/'vae'/'vae'), '--init', str(d/'pdd'/'model'), '--teacher', str(d/'teacher'/'model'), '--rollout-latents', '4', '--score-clip', '4'])]
@@ -135,6 +138,7 @@ def test_every_training_stage_from_the_shell(tmp_path):
         assert r.returncode == 0, f"train {stage}: {r.stderr[-1500:]}"
         m = json.loads(r.stdout.strip().splitlines()[-1])
         assert m['steps'] == 2, (stage, m)
+        if stage == 'teacher': assert m['structured'] is False, m
         if stage == 'base': assert m['shift'] == 2.0 and m['neg_weight'] == 0.5 and m['neg_ratio'] == 1.0 and m['screen_pos'] and m['high_sigma'] == 0.95, m
     r = run('train', 'vae', '--out', str(d/'vae-timed'), *common[:-3], '--max-steps', '100000', '--max-time', '2', '--quiet')
     assert r.returncode == 0, r.stderr[-1500:]
@@ -142,6 +146,7 @@ def test_every_training_stage_from_the_shell(tmp_path):
     assert (d/'vae-timed'/'vae'/'config.json').exists()
     dit = json.loads((d/'base'/'model'/'config.json').read_text())['dit']
     assert (dit['shift'], dit['screen_pos'], dit['high_sigma']) == (2.0, True, 0.95)              # the flags reached the model it saved
+    assert json.loads((d/'dmd'/'model'/'config.json').read_text())['control']['structured'] is False     # kept down the chain
     r = run('play', '--checkpoint', str(d/'dmd'/'model'), '--vae', str(d/'vae'/'vae'), '--actions', 'w*8 right+w*4', '--event', 'at 0.5s: It starts to snow.',
             '--out', str(d/'play.mp4'))
     assert r.returncode == 0, r.stderr[-1500:]
