@@ -188,7 +188,6 @@ def _stage_kwargs(a) -> dict:
 def cmd_train(a):
     "Train one stage, or the whole recipe (`train all`)."
     _check_train_args(a)
-
     if a.stage == 'all':
         from worldplay2.hub import train_all
         devices = int(a.devices) if str(a.devices).isdigit() else a.devices

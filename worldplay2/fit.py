@@ -4,9 +4,9 @@
 
 # %% auto #0
 __all__ = ['MODEL_FILES', 'RUN_ENTRIES', 'RUN_LEGACY', 'check_latents_match', 'check_data', 'quiet_lightning', 'RunInterrupted',
-           'RunGuard', 'make_trainer', 'resume_path', 'save_caption_form', 'check_caption_form', 'warmup_cosine',
-           'fit_stage', 'claim_run', 'shrink', 'lowres_frames', 'encode_lowres', 'vae_fingerprint', 'resolve_device',
-           'plain_fp32', 'encode_latents', 'LatentDataset', 'check_latent_stats']
+           'RunGuard', 'make_trainer', 'resume_path', 'check_run_choice', 'save_caption_form', 'check_caption_form',
+           'warmup_cosine', 'fit_stage', 'claim_run', 'shrink', 'lowres_frames', 'encode_lowres', 'vae_fingerprint',
+           'resolve_device', 'plain_fp32', 'encode_latents', 'LatentDataset', 'check_latent_stats']
 
 # %% ../nbs/04b_fit.ipynb #d4e112ae
 import contextlib, json, math, os, tempfile, time
@@ -172,6 +172,15 @@ def resume_path(out: Path):
     return str(p) if p.exists() else None
 
 # %% ../nbs/04b_fit.ipynb #a443f9b9
+def check_run_choice(checkpoint: dict, key: str, now, before, what, flag):
+    """Refuse to resume a run whose checkpoint says it trained with another `key` than `now` (a choice the
+    weights' shapes do not show; `before`: what a checkpoint that does not say trained with). `what(v)` names
+    a choice in the error, `flag(v)` the command-line flag that continues the run."""
+    had = checkpoint.get(key, before)
+    if had != now:
+        raise ValueError(f"this run trained with {what(had)}, not {what(now)}: continue it with {flag(had)}, "
+                         "or train into another folder")
+
 def save_caption_form(checkpoint: dict, control):
     "Keep in a Lightning checkpoint whether the run's captions are structured (`ControlConfig.structured`)."
     checkpoint['structured_captions'] = control.structured
@@ -179,13 +188,10 @@ def save_caption_form(checkpoint: dict, control):
 def check_caption_form(checkpoint: dict, control):
     """Refuse to resume a run whose checkpoint trained with the other caption form than `control`'s (one
     that does not say trained with structured captions, the only form before there was a choice)."""
+    check_run_choice(checkpoint, 'structured_captions', control.structured, True,
+                     lambda s: f"{'structured' if s else 'flat'} captions",
+                     lambda s: '--no-flat-captions' if s else '--flat-captions')
 
-    had = checkpoint.get('structured_captions', True)
-    if had != control.structured:
-        form = lambda s: 'structured' if s else 'flat'
-        raise ValueError(f"this run trained with {form(had)} captions, not {form(control.structured)}: "
-                         f"continue it with {'--no-flat-captions' if had else '--flat-captions'}, "
-                         "or train into another folder")
 
 # %% ../nbs/04b_fit.ipynb #86d8315f
 def warmup_cosine(opt, warmup: int, max_steps: int = None) -> dict:

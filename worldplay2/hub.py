@@ -176,7 +176,6 @@ def model_card(folder, name: str = None) -> str:
         what = what.replace('structured captions', 'one flat caption in place of the structured fields')
         what += ' (reading one flat caption: the structured-caption ablation)' if kind != 'WorldModel' else ''
     name = name or folder.name
-
     data = ModelCardData(library_name='worldplay2', license='apache-2.0',
                          tags=['world-model', 'video-generation', 'worldplay2', kind] +
                          ([m['stage']] if m.get('stage') else []))

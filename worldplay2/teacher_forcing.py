@@ -24,7 +24,7 @@ from .compressor import (MemoryConfig, MemoryLayout, Memory, HistoryCompressor, 
                                    make_memory, load_compressor, SINK, CMP, TMP)
 from .controls import ControlConfig, FIELDS, camera_offsets, turned_before, frames_of
 from .fit import (encode_latents, check_latent_stats, warmup_cosine, fit_stage, save_caption_form,
-                            check_caption_form)
+                            check_caption_form, check_run_choice)
 from .train import load_world
 
 # %% ../nbs/07_teacher_forcing.ipynb #bdf643e4
@@ -180,10 +180,9 @@ class LitForcing(L.LightningModule):
         checkpoint['memory_mode'] = self.mw.compressor.mc.mode
         save_caption_form(checkpoint, self.mw.model.config.control)
     def on_load_checkpoint(self, checkpoint):
-        had = checkpoint.get('memory_mode', self.mw.compressor.mc.mode)
-        if had != self.mw.compressor.mc.mode:
-            raise ValueError(f"this run trained with {had} memory, not {self.mw.compressor.mc.mode}: "
-                             f"continue it with --memory {had}, or train into another folder")
+        mode = self.mw.compressor.mc.mode
+        check_run_choice(checkpoint, 'memory_mode', mode, mode, lambda m: f'{m} memory',
+                         lambda m: f'--memory {m}')
         check_caption_form(checkpoint, self.mw.model.config.control)
 
     def _loss(self, b, generator=None):
