@@ -349,6 +349,8 @@ def demo(session: Session, out, script: str = DEMO_SCRIPT, events=DEMO_EVENTS, s
                first_frame_ms=round(log[0]['first_ms'], 1),
                chunk_ms_median=round(float(np.median([r['ms'] for r in log])), 1),
                memory_tokens_last=log[-1]['memory_tokens'], psnr_vs_true=round(float(np.mean(psnr)), 2),
+               # caption texts the stream ran through the text encoder, and their tokens
+               caption_encodes=session.stream.cache.encodes, caption_tokens=session.stream.cache.text_tokens,
                sharpness=sharpness(gen[1:], true[1:]), psnr_by_chunk=[round(float(p), 2) for p in psnr],
                events=[list(e) for e in evs], script=script, model=what, cpu=cpu_info(),
                files=dict(video=str(out/'demo.mp4'), strip=str(out/'strip.png'),
