@@ -109,7 +109,8 @@ def test_keyboard_interrupt_in_process(monkeypatch, capsys):
 
 def test_ctrl_c_with_workers(tmp_path):
     "Ctrl-C (SIGINT to the whole process group, as a terminal sends it) during a parallel generation: one line, exit 130, no worker tracebacks."
-    p = subprocess.Popen(['worldplay2', 'data', 'generate', '--out', str(tmp_path), '--episodes', '40', '--kind', 'event', '--seconds', '2',
+    # 400 short episodes: seconds of work left after the first one lands, so Ctrl-C comes mid-run even on a busy CPU
+    p = subprocess.Popen(['worldplay2', 'data', 'generate', '--out', str(tmp_path), '--episodes', '400', '--kind', 'event', '--seconds', '2',
                           '--res', '32', '--workers', '2', '--quiet'], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     deadline = time.time() + 60
     while time.time() < deadline and not list(tmp_path.glob('*/meta.json')) and p.poll() is None: time.sleep(0.05)
