@@ -107,11 +107,16 @@ def test_keyboard_interrupt_in_process(monkeypatch, capsys):
     out, err = capsys.readouterr()
     assert isinstance(exc, SystemExit) and exc.code == 130 and err == 'worldplay2: interrupted\n' and out == ''
 
+def sigint_default():
+    """In the child before exec: SIGINT at its default, as in a terminal's process, even when these tests run under a
+    shell that ignores it (a background job) — Python then leaves Ctrl-C ignored and the command never sees it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
 def test_ctrl_c_with_workers(tmp_path):
     "Ctrl-C (SIGINT to the whole process group, as a terminal sends it) during a parallel generation: one line, exit 130, no worker tracebacks."
-    # 400 short episodes: seconds of work left after the first one lands, so Ctrl-C comes mid-run even on a busy CPU
-    p = subprocess.Popen(['worldplay2', 'data', 'generate', '--out', str(tmp_path), '--episodes', '400', '--kind', 'event', '--seconds', '2',
-                          '--res', '32', '--workers', '2', '--quiet'], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    p = subprocess.Popen(['worldplay2', 'data', 'generate', '--out', str(tmp_path), '--episodes', '40', '--kind', 'event', '--seconds', '2',
+                          '--res', '32', '--workers', '2', '--quiet'], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                         preexec_fn=sigint_default)
     deadline = time.time() + 60
     while time.time() < deadline and not list(tmp_path.glob('*/meta.json')) and p.poll() is None: time.sleep(0.05)
     assert p.poll() is None, p.communicate()
@@ -164,7 +169,7 @@ def test_demo_folder_of_an_earlier_version_is_its_own(tmp_path):
 def test_ctrl_c_in_a_benchmark_child(tmp_path):
     "SIGINT to `bench memory` alone while it waits on its fresh-process probe: it stops the probe, one line, exit 130, no traceback."
     p = subprocess.Popen(['worldplay2', 'bench', 'memory', '--preset', 'tiny', '--horizons', '16', '--train-horizons', '1024', '--json'], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+                         stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=sigint_default)
     deadline = time.time() + 60
     def children(): return subprocess.run(['pgrep', '-P', str(p.pid)], capture_output=True, text=True).stdout.split()
     while time.time() < deadline and not children() and p.poll() is None: time.sleep(0.05)
