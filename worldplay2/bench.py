@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['random_poses', 'bench_world', 'bench_train_step', 'bench_memory', 'run_probe', 'bench_memory_train', 'bench_distill',
-           'run_stream', 'chunk_ms_side_by_side', 'bench_stream']
+           'run_stream', 'chunk_ms_side_by_side', 'bench_stream', 'stream_profile']
 
 # %% ../nbs/13_bench.ipynb #8a5d9955
 import json, resource, time
@@ -17,7 +17,7 @@ from .dit import WorldModel, MemoryTokens, EulerSampler, model_config
 from .compressor import MemoryConfig, HistoryCompressor
 from .controls import T_FACTOR
 from .teacher_forcing import MemoryWorld, ForcingConfig, memory_tokens
-from .realtime import Session, fork, with_memory, SPEED_VARIANTS
+from .realtime import Session, fork, with_memory, SPEED_VARIANTS, apply_speed, speed_parts
 from .machine import cpu_info
 
 # %% ../nbs/13_bench.ipynb #2735627a
@@ -289,25 +289,23 @@ def bench_stream(mw: MemoryWorld, vae, sampler, at=(1, 10, 100, 1000), chunk: in
     first-frame latency, peak memory, and the latency of chunk k for each k in `at` — timed side by side from
     forks of the run taken at those chunks (`chunk_ms`: the whole chunk, its memory update included;
     `latency_ms`: from the key to the chunk's last frame; medians of `rounds` interleaved rounds), and as the
-    run met them (`chunk_ms_in_run`, median of chunks k … k+4) — for each of `variants` (`SPEED_VARIANTS`:
-    weights fp32, dynamic int8, int8 with fused QKV, compiled fp32; each thread count), all with the static
-    room. The fastest is the one whose chunk after max(at) is quickest when the variants' forks from there
+    run met them (`chunk_ms_in_run`, median of chunks k … k+4) — for each of `variants` (speeds, `speed_parts`:
+    weights fp32, dynamic int8, int8 with fused QKV, compiled fp32, each optionally with the decoder as a frozen
+    graph, '+traced'; each thread count), all with the static room. The fastest is the one whose chunk after max(at) is quickest when the variants' forks from there
     play it side by side, in interleaved rounds (`variant_chunk_ms`: a drift of the machine's speed between
     the variants' runs cannot pick it); its figures are reported first. With `growing`, the fastest again with
     a room that grows as the memory fills; beside the naive path over `naive_chunks` chunks. Every variant
     first plays a few chunks untimed (where a compiled one builds its graphs)."""
-    unknown = set(variants) - set(SPEED_VARIANTS)
-    if unknown:
-        raise ValueError(f"unknown speed variants {sorted(unknown)}; known: {', '.join(SPEED_VARIANTS)}")
+    for v in variants: speed_parts(v)
     n = max(at) + 4
-    def one(m, static: bool):
-        "The run's figures, and its fork about to play chunk max(at) + 1."
-        return _variant_run(m, vae, sampler, chunk, max_cmp, static, n, at, rounds)
+    def one(mv, static: bool):
+        "The run's figures for (network, VAE) `mv`, and its fork about to play chunk max(at) + 1."
+        return _variant_run(*mv, sampler, chunk, max_cmp, static, n, at, rounds)
     runs, made, of, last = {}, {}, {}, {}
     for th in threads:
         if th: torch.set_num_threads(th)
         for name in variants:
-            made[name] = made.get(name) or SPEED_VARIANTS[name](mw)
+            made[name] = made.get(name) or apply_speed(mw, vae, name)
             key = name + (f'-{th}t' if th else '')
             (runs[key], last[key]), of[key] = one(made[name], True), (name, th)
     side = {}
@@ -340,3 +338,46 @@ def bench_stream(mw: MemoryWorld, vae, sampler, at=(1, 10, 100, 1000), chunk: in
                threads=torch.get_num_threads(),
                cpu=cpu_info())                                                 # a timing names its machine
     return out
+
+# %% ../nbs/13_bench.ipynb #1d479cf8
+class _TimedSampler:
+    "A sampler whose calls add their seconds to `acc['sample']`."
+    def __init__(self, sampler, acc): self.sampler, self.acc = sampler, acc
+    def __getattr__(self, k): return getattr(self.sampler, k)
+    def __call__(self, *a, **k):
+        t0 = time.perf_counter(); r = self.sampler(*a, **k); self.acc['sample'] += time.perf_counter() - t0
+        return r
+
+class _TimedVAE:
+    "A VAE whose `decode` and `encode` calls add their seconds to `acc['decode']` and `acc['encode_lr']`."
+    def __init__(self, vae, acc): self.vae, self.acc = vae, acc
+    def __getattr__(self, k): return getattr(self.vae, k)
+    def eval(self): self.vae.eval(); return self
+    def _timed(self, key, f, *a):
+        t0 = time.perf_counter(); r = f(*a); self.acc[key] += time.perf_counter() - t0
+        return r
+    def decode(self, *a): return self._timed('decode', self.vae.decode, *a)
+    def encode(self, *a): return self._timed('encode_lr', self.vae.encode, *a)
+
+def stream_profile(mw: MemoryWorld, vae, sampler, chunks: int = 20, warm: int = 3, scene=3) -> dict:
+    """Milliseconds per chunk of a stream of `mw` over `chunks` chunks (after `warm` untimed) and its parts:
+    `sample`, `decode`, `encode_lr`, `remember` (the memory update) and `other`; `share` of each, `fps`."""
+    acc = dict(sample=0., decode=0., encode_lr=0., remember=0.)
+    s = Session(mw, _TimedVAE(vae, acc), _TimedSampler(sampler, acc), seed=0)
+    s.reset(scene)
+    remember = s.stream._remember
+    def timed_remember():
+        t0 = time.perf_counter(); r = remember(); acc['remember'] += time.perf_counter() - t0
+        return r
+    # this stream only: its own attribute over the class's method
+    s.stream._remember = timed_remember
+    for _ in range(warm): s.step('w')
+    for k in acc: acc[k] = 0.
+    t0 = time.perf_counter()
+    for i in range(chunks): s.step('w+right' if i % 2 else 'w')
+    total = time.perf_counter() - t0
+    ms = {k: round(1000*v/chunks, 1) for k, v in acc.items()}
+    ms['other'] = round(1000*total/chunks - sum(ms.values()), 1)
+    return dict(chunk_ms=round(1000*total/chunks, 1), fps=round(T_FACTOR*s.C*chunks/total, 1), ms=ms,
+                share={k: round(v/(1000*total/chunks), 3) for k, v in ms.items()}, chunks=chunks,
+                threads=torch.get_num_threads(), cpu=cpu_info())
