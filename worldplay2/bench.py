@@ -291,8 +291,8 @@ def bench_stream(mw: MemoryWorld, vae, sampler, at=(1, 10, 100, 1000), chunk: in
     `latency_ms`: from the key to the chunk's last frame; medians of `rounds` interleaved rounds), and as the
     run met them (`chunk_ms_in_run`, median of chunks k … k+4) — for each of `variants` (speeds, `speed_parts`:
     weights fp32, dynamic int8, int8 with fused QKV, compiled fp32, each optionally with the decoder as a frozen
-    graph, '+traced'; each thread count), all with the static room. The fastest is the one whose chunk after max(at) is quickest when the variants' forks from there
-    play it side by side, in interleaved rounds (`variant_chunk_ms`: a drift of the machine's speed between
+    graph, '+traced'; each thread count), all with the static room. The fastest is the one whose chunk after
+    max(at) is quickest when the variants' forks from there play it side by side, in interleaved rounds (`variant_chunk_ms`: a drift of the machine's speed between
     the variants' runs cannot pick it); its figures are reported first. With `growing`, the fastest again with
     a room that grows as the memory fills; beside the naive path over `naive_chunks` chunks. Every variant
     first plays a few chunks untimed (where a compiled one builds its graphs)."""

@@ -8,7 +8,7 @@ __all__ = ['VARIANTS', 'SPEEDS', 'STEER_KEYS', 'positive_int', 'nonneg_int', 'po
            'one_core', 'cmd_bench_world', 'dmd_config', 'cmd_train', 'cmd_bench_vae', 'cmd_bench_train',
            'cmd_bench_memory', 'cmd_eval_control', 'cmd_eval_revisit', 'cmd_eval_horizon', 'cmd_eval_pdd',
            'stream_session', 'cmd_eval_steering', 'cmd_eval_events', 'cmd_models_list', 'cmd_models_card',
-           'cmd_models_push', 'load_player', 'cmd_bench_profile', 'cmd_bench_stream', 'cmd_play', 'cmd_bench_distill',
+           'cmd_models_push', 'load_player', 'cmd_bench_stream', 'cmd_bench_profile', 'cmd_play', 'cmd_bench_distill',
            'cmd_demo', 'UsageError', 'parser', 'report_error', 'main']
 
 # %% ../nbs/90_cli.ipynb #07f35a5d
@@ -844,16 +844,6 @@ def load_player(checkpoint, vae=None, speed: str = 'fp32', info: dict = None):
     mw, v = apply_speed(mw, v, speed)
     return mw, v, sampler, f'{kind} {checkpoint}' + ('' if speed == 'fp32' else f' ({speed})')
 
-def cmd_bench_profile(a):
-    "Where a streaming chunk's time goes, for each speed asked for (`bench.stream_profile`)."
-    from worldplay2.bench import stream_profile
-    from worldplay2.realtime import apply_speed
-    from worldplay2.train import pretrained
-    mw, vae, sampler, what = load_player(a.checkpoint or pretrained('small-student'), a.vae)
-    res = dict(model=what, speeds={s: stream_profile(*apply_speed(mw, vae, s), sampler, a.chunks)
-                                   for s in a.speed})
-    return emit(a, res)
-
 def cmd_bench_stream(a):
     "Streaming frames/s, first-frame latency and chunk latency over a long run, beside the naive path."
     import torch
@@ -878,6 +868,17 @@ def cmd_bench_stream(a):
                        variants=tuple(a.variants), growing=not a.no_growing,
                        threads=tuple(a.threads) if a.threads else (None,), rounds=a.rounds)
     res['model'] = what
+    return emit(a, res)
+
+# %% ../nbs/90_cli.ipynb #4cca2704
+def cmd_bench_profile(a):
+    "Where a streaming chunk's time goes, for each speed asked for (`bench.stream_profile`)."
+    from worldplay2.bench import stream_profile
+    from worldplay2.realtime import apply_speed
+    from worldplay2.train import pretrained
+    mw, vae, sampler, what = load_player(a.checkpoint or pretrained('small-student'), a.vae)
+    res = dict(model=what, speeds={s: stream_profile(*apply_speed(mw, vae, s), sampler, a.chunks)
+                                   for s in a.speed})
     return emit(a, res)
 
 # %% ../nbs/90_cli.ipynb #534a6750
