@@ -870,7 +870,7 @@ def cmd_bench_stream(a):
     res['model'] = what
     return emit(a, res)
 
-# %% ../nbs/90_cli.ipynb #4cca2704
+# %% ../nbs/90_cli.ipynb #f5f940b8
 def cmd_bench_profile(a):
     "Where a streaming chunk's time goes, for each speed asked for (`bench.stream_profile`)."
     from worldplay2.bench import stream_profile

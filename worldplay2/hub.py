@@ -223,7 +223,7 @@ def model_card(folder, name: str = None) -> str:
             f"model = from_pretrained('{name}')   # a shipped name, a local folder, or a Hub id", '```', '']
     return '\n'.join(out)
 
-# %% ../nbs/12_hub.ipynb #8ac8f13d
+# %% ../nbs/12_hub.ipynb #753f47e2
 def write_card(folder, name: str = None) -> Path:
     "Write (atomically) the model card README.md of a checkpoint folder."
     p = Path(folder)/'README.md'; tmp = p.with_suffix('.md.tmp')
