@@ -158,8 +158,9 @@ def test_every_training_stage_from_the_shell(tmp_path):
     assert out['frames'] > 200 and out['fps'] > 0 and {p.name for p in (d/'demo').iterdir()} == {'demo.mp4', 'strip.png', 'report.html', 'worldplay2.json'}
     assert out['cpu']['threads'] >= 1 and 'vector' in out['cpu'] and out['cpu']['torch_capability']      # the timing names its machine
     cal = out['speed']                                                                  # --speed auto, the default: the calibration's report
-    assert set(cal['fps']) == {'fp32', 'int8', 'fused-int8'} and cal['speed'] in out['model'] and cal['cpu'] == out['cpu']
-    assert cal['speed'] == max(cal['fps'], key=cal['fps'].get)                         # the fastest it timed
+    assert set(cal['fps']) == {'fp32', 'int8', 'fused-int8'} and cal['cpu'] == out['cpu']
+    assert out['model'].endswith(f"({cal['speed']}, chosen by calibration)")          # what played is what it chose
+    assert cal['realtime'] == (cal['fps'][cal['speed']] >= 16)
     assert len(out['psnr_by_chunk']) == (out['frames'] - 1)//8 and abs(sum(out['psnr_by_chunk'])/len(out['psnr_by_chunk']) - out['psnr_vs_true']) < .01
     r = run('demo', '--checkpoint', str(d/'dmd'/'model'), '--vae', str(d/'vae'/'vae'), '--out', str(d/'demo2'), '--script', 'w*8 right*8',
             '--scene', '5', '--event', 'at 0.5s: <b>snow</b>', '--speed', 'int8+traced')  # another script and world; the user's text escaped
@@ -167,6 +168,11 @@ def test_every_training_stage_from_the_shell(tmp_path):
     out = json.loads(r.stdout)
     assert out['frames'] == 17 and out['events'] == [[0.5, '<b>snow</b>']] and len(out['psnr_by_chunk']) == 2
     assert out['model'].endswith('(int8+traced)') and 'speed' not in out                # a speed named: no calibration
+    r = run('bench', 'profile', '--checkpoint', str(d/'dmd'/'model'), '--vae', str(d/'vae'/'vae'), '--speed', 'fp32', 'int8',
+            '--chunks', '1', '--json')
+    assert r.returncode == 0, r.stderr[-1500:]
+    out = json.loads(r.stdout)                                                          # where a chunk's time goes, per speed
+    assert sorted(out['speeds']) == ['fp32', 'int8'] and set(out['speeds']['int8']['ms']) == {'sample', 'decode', 'encode_lr', 'remember', 'other'}
     page = (d/'demo2'/'report.html').read_text()
     assert '&lt;b&gt;snow&lt;/b&gt;' in page and '<b>snow</b>' not in page
     r = run('eval', 'horizon', '--checkpoint', str(d/'dmd'/'model'), '--checkpoint', str(d/'pdd'/'model'), '--vae', str(d/'vae'/'vae'),

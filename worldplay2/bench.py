@@ -288,12 +288,13 @@ def bench_stream(mw: MemoryWorld, vae, sampler, at=(1, 10, 100, 1000), chunk: in
     """Streaming speed of `mw` with `sampler` (e.g. the 4-step student's) over max(at) + 4 chunks: frames/s,
     first-frame latency, peak memory, and the latency of chunk k for each k in `at` — timed side by side from
     forks of the run taken at those chunks (`chunk_ms`: the whole chunk, its memory update included;
-    `latency_ms`: from the key to the chunk's last frame; medians of `rounds` interleaved rounds), and as the
-    run met them (`chunk_ms_in_run`, median of chunks k … k+4) — for each of `variants` (speeds, `speed_parts`:
-    weights fp32, dynamic int8, int8 with fused QKV, compiled fp32, each optionally with the decoder as a frozen
-    graph, '+traced'; each thread count), all with the static room. The fastest is the one whose chunk after
-    max(at) is quickest when the variants' forks from there play it side by side, in interleaved rounds (`variant_chunk_ms`: a drift of the machine's speed between
-    the variants' runs cannot pick it); its figures are reported first. With `growing`, the fastest again with
+    `latency_ms`: from the key to the chunk's last frame; medians of `rounds` interleaved rounds), and as
+    the run met them (`chunk_ms_in_run`, median of chunks k … k+4) — for each of `variants` (speeds,
+    `speed_parts`: weights fp32, dynamic int8, int8 with fused QKV, compiled fp32, each optionally with the
+    decoder as a frozen graph, '+traced'; each thread count), all with the static room. The fastest is the
+    one whose chunk after max(at) is quickest when the variants' forks from there play it side by side, in
+    interleaved rounds (`variant_chunk_ms`: a drift of the machine's speed between the variants' runs
+    cannot pick it); its figures are reported first. With `growing`, the fastest again with
     a room that grows as the memory fills; beside the naive path over `naive_chunks` chunks. Every variant
     first plays a few chunks untimed (where a compiled one builds its graphs)."""
     for v in variants: speed_parts(v)
@@ -343,7 +344,10 @@ def bench_stream(mw: MemoryWorld, vae, sampler, at=(1, 10, 100, 1000), chunk: in
 class _TimedSampler:
     "A sampler whose calls add their seconds to `acc['sample']`."
     def __init__(self, sampler, acc): self.sampler, self.acc = sampler, acc
-    def __getattr__(self, k): return getattr(self.sampler, k)
+    def __getattr__(self, k):
+        # its own fields are never looked up here unless missing (a copy being made): no recursion
+        if k in ('sampler', 'acc'): raise AttributeError(k)
+        return getattr(self.sampler, k)
     def __call__(self, *a, **k):
         t0 = time.perf_counter(); r = self.sampler(*a, **k); self.acc['sample'] += time.perf_counter() - t0
         return r
@@ -351,17 +355,24 @@ class _TimedSampler:
 class _TimedVAE:
     "A VAE whose `decode` and `encode` calls add their seconds to `acc['decode']` and `acc['encode_lr']`."
     def __init__(self, vae, acc): self.vae, self.acc = vae, acc
-    def __getattr__(self, k): return getattr(self.vae, k)
+    def __getattr__(self, k):
+        if k in ('vae', 'acc'): raise AttributeError(k)
+        return getattr(self.vae, k)
     def eval(self): self.vae.eval(); return self
-    def _timed(self, key, f, *a):
-        t0 = time.perf_counter(); r = f(*a); self.acc[key] += time.perf_counter() - t0
+    def _timed(self, key, f, *a, **k):
+        t0 = time.perf_counter(); r = f(*a, **k); self.acc[key] += time.perf_counter() - t0
         return r
-    def decode(self, *a): return self._timed('decode', self.vae.decode, *a)
-    def encode(self, *a): return self._timed('encode_lr', self.vae.encode, *a)
+    def decode(self, *a, **k): return self._timed('decode', self.vae.decode, *a, **k)
+    def encode(self, *a, **k): return self._timed('encode_lr', self.vae.encode, *a, **k)
 
 def stream_profile(mw: MemoryWorld, vae, sampler, chunks: int = 20, warm: int = 3, scene=3) -> dict:
     """Milliseconds per chunk of a stream of `mw` over `chunks` chunks (after `warm` untimed) and its parts:
-    `sample`, `decode`, `encode_lr`, `remember` (the memory update) and `other`; `share` of each, `fps`."""
+    `sample`, `decode`, `encode_lr`, `remember` (the memory update) and `other`; `share` of each, `fps`.
+    `sampler` None: `Session`'s default (8 Euler steps)."""
+    if not (isinstance(chunks, int) and chunks >= 1 and isinstance(warm, int) and warm >= 0):
+        raise ValueError(f"stream_profile times chunks >= 1 after warm >= 0 untimed ones, "
+                         f"got {chunks} and {warm}")
+    sampler = sampler or EulerSampler(8, mw.config.dit.shift)
     acc = dict(sample=0., decode=0., encode_lr=0., remember=0.)
     s = Session(mw, _TimedVAE(vae, acc), _TimedSampler(sampler, acc), seed=0)
     s.reset(scene)

@@ -392,7 +392,8 @@ def _stream_args(p, seeds: str):
     p.add_argument('--seeds', type=int, nargs='+', default=list(range(8)), help=seeds)
     p.add_argument('--seed', type=int, default=0, help='seed of the sampler noise')
     p.add_argument('--speed', choices=SPEEDS, default='fp32',
-                   help='the network variant (demo and play run int8)')
+                   help="the network variant, '+traced' for the decoder as a frozen graph "
+                        "(demo and play default to --speed auto)")
     p.add_argument('--json', action='store_true')
 
 # %% ../nbs/90_cli.ipynb #e39d8c75
@@ -803,9 +804,11 @@ def _bench_stream_args(b):
     pr = b.add_parser('profile', help="where a streaming chunk's time goes: denoising, decoding, "
                                       "low-res re-encode, memory update")
     pr.add_argument('--checkpoint', default=None,
-                    help='a model with memory (train student / pdd / dmd); default: the shipped small student')
+                    help='a model with memory (train student / pdd / dmd); '
+                         'default: the shipped small student')
     pr.add_argument('--vae', default=None, help='its vae/ folder (default: the shipped small VAE)')
-    pr.add_argument('--speed', nargs='+', choices=SPEEDS, default=['int8'], help='the speeds to profile, in turn')
+    pr.add_argument('--speed', nargs='+', choices=SPEEDS, default=['int8'],
+                    help='the speeds to profile, in turn')
     pr.add_argument('--chunks', type=positive_int, default=20, help='chunks timed (after 3 untimed)')
     pr.add_argument('--json', action='store_true')
     pr.set_defaults(fn=cmd_bench_profile)
@@ -818,8 +821,8 @@ def _bench_parser(sub):
 # %% ../nbs/90_cli.ipynb #f8122573
 def load_player(checkpoint, vae=None, speed: str = 'fp32', info: dict = None):
     """(MemoryWorld, VAE, sampler, what) for play: a `train pdd`/`dmd` folder (its K steps) or a
-    `train student` one (8 Euler steps). `speed`: a network variant of `realtime.SPEED_VARIANTS` (e.g. 'int8'),
-    optionally with the decoder as a frozen graph ('int8+traced'), or 'auto': the fastest of
+    `train student` one (8 Euler steps). `speed`: a network variant of `realtime.SPEED_VARIANTS` (e.g.
+    'int8'), optionally with the decoder as a frozen graph ('int8+traced'), or 'auto': the fastest of
     `realtime.AUTO_SPEEDS` on this machine (`realtime.calibrate_speed`), its report put in `info['speed']`."""
     from worldplay2.realtime import apply_speed, speed_parts, calibrate_speed
     if speed != 'auto': speed_parts(speed)

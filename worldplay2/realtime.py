@@ -439,19 +439,27 @@ SPEED_VARIANTS = {'fp32': lambda mw: mw, 'int8': int8_world,
 
 # %% ../nbs/10_realtime.ipynb #56a9904c
 class TracedDecoder(nn.Module):
-    """A VAE `Decoder` run as a frozen TorchScript graph, one per input shape, built at that shape's first
-    call; the same frames. Eager where the graph does not apply: a stream's first call (no state yet) and
-    any call with gradients on."""
+    """A VAE `Decoder` run as a frozen TorchScript graph, one per input shape, dtype and device, built at
+    the first such call; the same frames up to float rounding. Eager where the graph does not apply: a
+    stream's first call (no state yet), a state that is not all tensors, and any call with gradients on.
+    For inference only: the graphs hold the weights as they were when built (moving the module drops them;
+    load weights into a fresh one), and the VAE is saved from its eager original, not from this."""
     def __init__(self, dec: nn.Module):
         super().__init__()
         self.dec, self.graphs = dec, {}
 
     def forward(self, z, state=None):
-        if state is None or torch.is_grad_enabled(): return self.dec(z, state)
-        key = (tuple(z.shape),) + tuple(tuple(s.shape) for s in state)
+        if (state is None or torch.is_grad_enabled()
+                or not all(isinstance(s, torch.Tensor) for s in state)): return self.dec(z, state)
+        key = (tuple(z.shape), z.dtype, z.device) + tuple(tuple(s.shape) for s in state)
         if key not in self.graphs: self.graphs[key] = _frozen_decoder(self.dec, z, state)
         x, *new = self.graphs[key](z, *state)
         return x, new
+
+    def _apply(self, fn, *a, **k):
+        # .to(), .half(), ...: graphs built for the old weights would be stale
+        self.graphs = {}
+        return super()._apply(fn, *a, **k)
 
 class _DecoderStep(nn.Module):
     "`Decoder` with its state as separate tensors, as tracing needs: (z, *state) -> (frames, *new state)."
@@ -462,7 +470,10 @@ class _DecoderStep(nn.Module):
 
 def _frozen_decoder(dec, z, state):
     "The decoder traced at these shapes, frozen and optimised for inference (oneDNN convolution + ReLU)."
-    with torch.no_grad():
+    import warnings
+    with torch.no_grad(), warnings.catch_warnings():
+        # TorchScript's notice that it is deprecated in favour of torch.export
+        warnings.simplefilter('ignore', DeprecationWarning)
         g = torch.jit.trace(_DecoderStep(dec).eval(), (z, *state), check_trace=False)
         g = torch.jit.optimize_for_inference(torch.jit.freeze(g))
         # the graph executor profiles the first calls and optimises after them: paid here, not by the stream
@@ -474,8 +485,8 @@ def traced_vae(vae):
     (one at a time, batch 1) already built, so that no stream waits for it; `vae` is left as it was."""
     v = copy.deepcopy(vae).eval()
     v.dec = TracedDecoder(v.dec)
-    c = v.config
-    z = torch.zeros(1, 1, c.z_ch, c.res//c.s_factor, c.res//c.s_factor)
+    c, w = v.config, next(v.parameters())
+    z = torch.zeros(1, 1, c.z_ch, c.latent_res, c.latent_res, dtype=w.dtype, device=w.device)
     with torch.no_grad(): v.decode(z, v.decode(z)[1])
     return v
 
@@ -483,15 +494,17 @@ DECODER_VARIANTS = {'eager': lambda vae: vae, 'traced': traced_vae}
 
 def speed_parts(speed: str) -> tuple:
     "'int8+traced' -> ('int8', 'traced'); 'int8' -> ('int8', 'eager'). Checked."
-    dit, _, dec = speed.partition('+')
-    dec = dec or 'eager'
+    if not isinstance(speed, str): raise ValueError(f"a speed is a name such as 'int8', got {speed!r}")
+    dit, plus, dec = speed.partition('+')
+    dec = dec or ('' if plus else 'eager')
     if dit not in SPEED_VARIANTS or dec not in DECODER_VARIANTS or speed.endswith('+eager'):
         raise ValueError(f"unknown speed {speed!r}: a network variant ({', '.join(SPEED_VARIANTS)}), "
                          f"optionally followed by '+traced' (the decoder as a frozen graph)")
     return dit, dec
 
 def apply_speed(mw: MemoryWorld, vae, speed: str) -> tuple:
-    "(the network, the VAE) of `speed` (`speed_parts`); the inputs are left as they were."
+    """(the network, the VAE) of `speed` (`speed_parts`); the inputs' weights are left as they were, and
+    where a part needs no change (fp32, the eager decoder) it is the input itself."""
     dit, dec = speed_parts(speed)
     return SPEED_VARIANTS[dit](mw), DECODER_VARIANTS[dec](vae)
 
@@ -505,18 +518,23 @@ def calibrate_speed(mw: MemoryWorld, vae, sampler, speeds=AUTO_SPEEDS, chunks: i
                     scene=3) -> tuple:
     """The fastest of `speeds` on this machine: each plays from world `scene`, a warm-up chunk and then
     `chunks` chunks per round for `rounds` interleaved rounds (median). -> (speed, report, (network, VAE) of
-    that speed, as built here); the report has each speed's frames/s, `realtime` and the seconds taken."""
+    that speed, as built here; fp32 is `mw` itself); the report has each speed's frames/s, `realtime` and the
+    seconds taken. The compiled variant would build its graphs inside the timed rounds: it is no candidate."""
+    speeds = (speeds,) if isinstance(speeds, str) else tuple(speeds)
     if not speeds: raise ValueError("calibrate_speed needs at least one speed")
     for s in speeds: speed_parts(s)
+    if not all(isinstance(n, int) and n >= 1 for n in (chunks, rounds)):
+        raise ValueError(f"calibrate_speed needs chunks and rounds >= 1, got {chunks} and {rounds}")
     t0 = time.perf_counter()
     built = {s: apply_speed(mw, vae, s) for s in speeds}
     sessions = {s: Session(*built[s], sampler, seed=0) for s in speeds}
     # warm-up: whatever a speed builds at its first chunk
     for x in sessions.values(): x.reset(scene); x.step('w')
     ms = {s: [] for s in speeds}
-    for _ in range(rounds):
-        for s, x in sessions.items():
-            t1 = time.perf_counter()
+    for r in range(rounds):
+        # each round starts with another speed: a drift within a round favours none
+        for s in speeds[r % len(speeds):] + speeds[:r % len(speeds)]:
+            x, t1 = sessions[s], time.perf_counter()
             for _ in range(chunks): x.step('w')
             ms[s].append(1000*(time.perf_counter() - t1))
     frames = T_FACTOR*sessions[speeds[0]].C*chunks
