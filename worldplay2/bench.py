@@ -302,11 +302,12 @@ def bench_stream(mw: MemoryWorld, vae, sampler, at=(1, 10, 100, 1000), chunk: in
     def one(mv, static: bool):
         "The run's figures for (network, VAE) `mv`, and its fork about to play chunk max(at) + 1."
         return _variant_run(*mv, sampler, chunk, max_cmp, static, n, at, rounds)
-    runs, made, of, last = {}, {}, {}, {}
+    runs, made, of, last, parts = {}, {}, {}, {}, {}
     for th in threads:
         if th: torch.set_num_threads(th)
         for name in variants:
-            made[name] = made.get(name) or apply_speed(mw, vae, name)
+            # a part shared by two speeds (int8, int8+traced) is built once
+            made[name] = made.get(name) or apply_speed(mw, vae, name, parts)
             key = name + (f'-{th}t' if th else '')
             (runs[key], last[key]), of[key] = one(made[name], True), (name, th)
     side = {}

@@ -502,11 +502,15 @@ def speed_parts(speed: str) -> tuple:
                          f"optionally followed by '+traced' (the decoder as a frozen graph)")
     return dit, dec
 
-def apply_speed(mw: MemoryWorld, vae, speed: str) -> tuple:
+def apply_speed(mw: MemoryWorld, vae, speed: str, parts: dict = None) -> tuple:
     """(the network, the VAE) of `speed` (`speed_parts`); the inputs' weights are left as they were, and
-    where a part needs no change (fp32, the eager decoder) it is the input itself."""
+    where a part needs no change (fp32, the eager decoder) it is the input itself. `parts`: a dict kept
+    across calls, so that speeds sharing a part (int8 and int8+traced) build it once."""
     dit, dec = speed_parts(speed)
-    return SPEED_VARIANTS[dit](mw), DECODER_VARIANTS[dec](vae)
+    parts = {} if parts is None else parts
+    if ('dit', dit) not in parts: parts['dit', dit] = SPEED_VARIANTS[dit](mw)
+    if ('dec', dec) not in parts: parts['dec', dec] = DECODER_VARIANTS[dec](vae)
+    return parts['dit', dit], parts['dec', dec]
 
 # %% ../nbs/10_realtime.ipynb #64c355c3
 # the speeds `--speed auto` chooses among: every network variant but the compiled one (its graphs take tens of
@@ -526,7 +530,8 @@ def calibrate_speed(mw: MemoryWorld, vae, sampler, speeds=AUTO_SPEEDS, chunks: i
     if not all(isinstance(n, int) and n >= 1 for n in (chunks, rounds)):
         raise ValueError(f"calibrate_speed needs chunks and rounds >= 1, got {chunks} and {rounds}")
     t0 = time.perf_counter()
-    built = {s: apply_speed(mw, vae, s) for s in speeds}
+    parts = {}
+    built = {s: apply_speed(mw, vae, s, parts) for s in speeds}
     sessions = {s: Session(*built[s], sampler, seed=0) for s in speeds}
     # warm-up: whatever a speed builds at its first chunk
     for x in sessions.values(): x.reset(scene); x.step('w')
