@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['random_poses', 'bench_world', 'bench_train_step', 'bench_memory', 'run_probe', 'bench_memory_train', 'bench_distill',
-           'run_stream', 'chunk_ms_side_by_side', 'bench_stream', 'stream_profile']
+           'run_stream', 'bench_stream', 'stream_profile']
 
 # %% ../nbs/13_bench.ipynb #8a5d9955
 import json, resource, time
@@ -17,7 +17,8 @@ from .dit import WorldModel, MemoryTokens, EulerSampler, model_config
 from .compressor import MemoryConfig, HistoryCompressor
 from .controls import T_FACTOR
 from .teacher_forcing import MemoryWorld, ForcingConfig, memory_tokens
-from .realtime import Session, fork, with_memory, SPEED_VARIANTS, apply_speed, speed_parts
+from .realtime import (Session, fork, with_memory, SPEED_VARIANTS, apply_speed, speed_parts,
+                                 chunk_ms_side_by_side)
 from .machine import cpu_info
 
 # %% ../nbs/13_bench.ipynb #2735627a
@@ -246,23 +247,6 @@ def run_stream(session: Session, chunks: int, scene=3, fork_at=()) -> dict:
     return dict(fps=round(T_FACTOR*session.C*chunks/dt, 2),
                 first_frame_ms=round(session.log[0]['first_ms'], 1), reset_ms=round(session.reset_ms, 1),
                 log=session.log, forks=forks)
-
-@torch.no_grad()
-def chunk_ms_side_by_side(forks: dict, rounds: int = 7, key: str = 'w', field: str = 'ms') -> dict:
-    """Milliseconds of the next chunk from each of `forks` {k: session about to play chunk k}, in interleaved
-    rounds (each round times every horizon once, on a fresh fork), so that a change in the machine's speed
-    hits all horizons alike: the median per horizon. `field`: 'ms' (the whole chunk, its memory update
-    included), 'last_ms' (key to the chunk's last frame), or a tuple of them."""
-    fields = (field,) if isinstance(field, str) else tuple(field)
-    ms = {(k, f_): [] for k in forks for f_ in fields}
-    for _ in range(rounds):
-        for k, s in forks.items():
-            f = fork(s)
-            f.step(key)
-            for f_ in fields: ms[k, f_].append(f.log[-1][f_])
-    med = lambda k, f_: round(float(np.median(ms[k, f_])), 1)
-    out = {f_: {str(k): med(k, f_) for k in forks} for f_ in fields}
-    return out[field] if isinstance(field, str) else out
 
 # %% ../nbs/13_bench.ipynb #0aa570fa
 def _variant_run(m, vae, sampler, chunk: int, max_cmp: int, static: bool, n: int, at, rounds: int):

@@ -7,7 +7,7 @@ __all__ = ['KEYS', 'MAX_TEXT', 'DEMO_SCRIPT', 'DEMO_FILES', 'DEMO_LEGACY', 'DEMO
            'AUTO_SPEEDS', 'REALTIME_FPS', 'STEER_KEYS', 'TURN_KEYS', 'h_shift', 'drift', 'keys_action', 'parse_script',
            'check_text', 'world_of', 'with_memory', 'Session', 'fork', 'parse_event', 'play', 'WorldSession', 'demo',
            'int8_world', 'FusedSelfAttention', 'fused_world', 'compiled_world', 'TracedDecoder', 'traced_vae',
-           'speed_parts', 'apply_speed', 'calibrate_speed', 'steering']
+           'speed_parts', 'apply_speed', 'chunk_ms_side_by_side', 'calibrate_speed', 'steering']
 
 # %% ../nbs/10_realtime.ipynb #b447d643
 import re, time, copy
@@ -518,34 +518,45 @@ def apply_speed(mw: MemoryWorld, vae, speed: str, parts: dict = None) -> tuple:
 AUTO_SPEEDS = ('fp32', 'int8', 'fused-int8')
 REALTIME_FPS = 16                                      # the paper's real-time rate, frames/s
 
-def calibrate_speed(mw: MemoryWorld, vae, sampler, speeds=AUTO_SPEEDS, chunks: int = 1, rounds: int = 3,
-                    scene=3) -> tuple:
-    """The fastest of `speeds` on this machine: each plays from world `scene`, a warm-up chunk and then
-    `chunks` chunks per round for `rounds` interleaved rounds (median). -> (speed, report, (network, VAE) of
-    that speed, as built here; fp32 is `mw` itself); the report has each speed's frames/s, `realtime` and the
-    seconds taken. The compiled variant would build its graphs inside the timed rounds: it is no candidate."""
+@torch.no_grad()
+def chunk_ms_side_by_side(forks: dict, rounds: int = 7, key: str = 'w', field: str = 'ms') -> dict:
+    """Milliseconds of the next chunk from each of `forks` {k: session about to play chunk k}, in interleaved
+    rounds (each round times every one once, on a fresh fork, starting with another each round), so that a
+    change in the machine's speed hits all alike: the median per fork. `field`: 'ms' (the whole chunk, its
+    memory update included), 'last_ms' (key to the chunk's last frame), or a tuple of them."""
+    fields = (field,) if isinstance(field, str) else tuple(field)
+    ms, ks = {(k, f_): [] for k in forks for f_ in fields}, list(forks)
+    for r in range(rounds):
+        for k in ks[r % len(ks):] + ks[:r % len(ks)]:
+            f = fork(forks[k])
+            f.step(key)
+            for f_ in fields: ms[k, f_].append(f.log[-1][f_])
+    med = lambda k, f_: round(float(np.median(ms[k, f_])), 1)
+    out = {f_: {str(k): med(k, f_) for k in forks} for f_ in fields}
+    return out[field] if isinstance(field, str) else out
+
+def calibrate_speed(mw: MemoryWorld, vae, sampler, speeds=AUTO_SPEEDS, rounds: int = 3, scene=3) -> tuple:
+    """The fastest of `speeds` on this machine: each plays a warm-up chunk from world `scene`, then its next
+    chunk is timed on a fresh fork in each of `rounds` interleaved rounds (`chunk_ms_side_by_side`, median).
+    -> (speed, report, (network, VAE) of that speed, as built here; fp32 is `mw` itself); the report has each
+    speed's frames/s, `realtime` and the seconds taken. The compiled variant would build its graphs inside the
+    timed rounds: it is no candidate."""
     speeds = (speeds,) if isinstance(speeds, str) else tuple(speeds)
     if not speeds: raise ValueError("calibrate_speed needs at least one speed")
     for s in speeds: speed_parts(s)
-    if not all(isinstance(n, int) and n >= 1 for n in (chunks, rounds)):
-        raise ValueError(f"calibrate_speed needs chunks and rounds >= 1, got {chunks} and {rounds}")
+    if not (isinstance(rounds, int) and rounds >= 1):
+        raise ValueError(f"calibrate_speed needs rounds >= 1, got {rounds}")
     t0 = time.perf_counter()
     parts = {}
     built = {s: apply_speed(mw, vae, s, parts) for s in speeds}
     sessions = {s: Session(*built[s], sampler, seed=0) for s in speeds}
     # warm-up: whatever a speed builds at its first chunk
     for x in sessions.values(): x.reset(scene); x.step('w')
-    ms = {s: [] for s in speeds}
-    for r in range(rounds):
-        # each round starts with another speed: a drift within a round favours none
-        for s in speeds[r % len(speeds):] + speeds[:r % len(speeds)]:
-            x, t1 = sessions[s], time.perf_counter()
-            for _ in range(chunks): x.step('w')
-            ms[s].append(1000*(time.perf_counter() - t1))
-    frames = T_FACTOR*sessions[speeds[0]].C*chunks
-    fps = {s: round(frames*1000/float(np.median(t)), 1) for s, t in ms.items()}
+    ms = chunk_ms_side_by_side(sessions, rounds)
+    frames = T_FACTOR*sessions[speeds[0]].C
+    fps = {s: round(frames*1000/ms[s], 1) for s in speeds}
     best = max(fps, key=fps.get)
-    report = dict(speed=best, fps=fps, realtime=bool(fps[best] >= REALTIME_FPS), chunks=chunks, rounds=rounds,
+    report = dict(speed=best, fps=fps, realtime=bool(fps[best] >= REALTIME_FPS), rounds=rounds,
                   seconds=round(time.perf_counter() - t0, 1), cpu=cpu_info())
     return best, report, built[best]
 
