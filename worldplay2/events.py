@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['EVENT_KINDS', 'MIN_RMS', 'event_worlds', 'pooled', 'judged_frames', 'visible', 'happened', 'time_to_appear',
-           'through_vae', 'event_trial', 'eval_events']
+           'event_trial', 'eval_events']
 
 # %% ../nbs/10a_events.ipynb #37bbffde
 import math
@@ -15,7 +15,7 @@ from .episodes import event_world, navigation_actions
 import torch
 from .data import frames_to_tensor, tensor_to_frames
 from .controls import T_FACTOR
-from .realtime import Session, true_frames
+from .realtime import Session, true_frames, through_vae
 
 # %% ../nbs/10a_events.ipynb #db3d6357
 # transitions by name, then the object and chest events
@@ -84,11 +84,6 @@ def time_to_appear(gen, with_, without, k: int = 8):
     return next((i for i in range(len(ok)) if all(ok[i:])), None)
 
 # %% ../nbs/10a_events.ipynb #fa1dadd9
-@torch.no_grad()
-def through_vae(vae, frames) -> np.ndarray:
-    "The frames as a VAE's latents hold them: uint8 (T, H, W, 3), T = 1 + 4k, encoded and decoded."
-    return tensor_to_frames(vae.decode(vae.encode(frames_to_tensor(frames)[None])[0])[0][0])
-
 def event_trial(session: Session, seed: int, kind: str, n_frames: int = 97, at: int = 33, k: int = 8,
                 noise: int = 0, keep: bool = False):
     """One trial of `kind` in world `seed` on `session` (see above): `success`, `unprompted`, `oracle`,

@@ -5,9 +5,9 @@
 # %% auto #0
 __all__ = ['KEYS', 'MAX_TEXT', 'DEMO_SCRIPT', 'DEMO_FILES', 'DEMO_LEGACY', 'DEMO_EVENTS', 'SPEED_VARIANTS', 'DECODER_VARIANTS',
            'AUTO_SPEEDS', 'REALTIME_FPS', 'STEER_KEYS', 'TURN_KEYS', 'h_shift', 'drift', 'keys_action', 'parse_script',
-           'check_text', 'world_of', 'with_memory', 'Session', 'fork', 'parse_event', 'play', 'WorldSession', 'demo',
-           'int8_world', 'FusedSelfAttention', 'fused_world', 'compiled_world', 'TracedDecoder', 'traced_vae',
-           'speed_parts', 'apply_speed', 'chunk_ms_side_by_side', 'calibrate_speed', 'steering']
+           'check_text', 'world_of', 'with_memory', 'Session', 'fork', 'parse_event', 'play', 'WorldSession',
+           'through_vae', 'demo', 'int8_world', 'FusedSelfAttention', 'fused_world', 'compiled_world', 'TracedDecoder',
+           'traced_vae', 'speed_parts', 'apply_speed', 'chunk_ms_side_by_side', 'calibrate_speed', 'steering']
 
 # %% ../nbs/10_realtime.ipynb #b447d643
 import re, time, copy
@@ -317,14 +317,20 @@ class WorldSession(Session):
                              frames=len(acts), memory_tokens=0, events=self.captions[2]))
 
 # %% ../nbs/10_realtime.ipynb #da9d33a7
+@torch.no_grad()
+def through_vae(vae, frames) -> np.ndarray:
+    "The frames as a VAE's latents hold them: uint8 (T, H, W, 3), T = 1 + 4k, encoded and decoded."
+    return tensor_to_frames(vae.decode(vae.encode(frames_to_tensor(frames)[None])[0])[0][0])
+
 def demo(session: Session, out, script: str = DEMO_SCRIPT, events=DEMO_EVENTS, scene=3,
          what: str = '', speed: dict = None) -> dict:
     """Play `script` with `events` from world `scene`; write out/demo.mp4, out/strip.png (generated over true,
     every 16th frame) and out/report.html (frames/s, latency and memory tokens per chunk, PSNR against the
-    true render per chunk, `sharpness` beside it). The folder may hold other things; a file of these names
-    that worldplay2 did not write is refused before any work (see `claim_outputs`). `speed`: the report of
-    the calibration that chose the session's speed (`calibrate_speed`), if one ran. Returns the
-    measurements."""
+    true render per chunk, `sharpness` beside it, and `vae_ceiling`: both figures for the true frames
+    encoded and decoded by the session's VAE, the most a model of its latents can reach). The folder may
+    hold other things; a file of these names that worldplay2 did not write is refused before any work (see
+    `claim_outputs`). `speed`: the report of the calibration that chose the session's speed
+    (`calibrate_speed`), if one ran. Returns the measurements."""
     from pathlib import Path
     from PIL import Image
     import io
@@ -335,10 +341,14 @@ def demo(session: Session, out, script: str = DEMO_SCRIPT, events=DEMO_EVENTS, s
     dt = time.perf_counter() - t0
     # the actions played, padding included
     true = true_frames(session.world, session.stream.acts[0, 1:].numpy(), session.res)
+    # what the VAE keeps of the true frames: the most a model of its latents can reach
+    ceiling = through_vae(session.vae, true)
     n = T_FACTOR*session.C
-    psnr = [recon_metrics(frames_to_tensor(true[None, 1 + i*n:1 + (i + 1)*n]),
-                          frames_to_tensor(gen[None, 1 + i*n:1 + (i + 1)*n]))['psnr']
-            for i in range(len(session.log))]
+    chunks = [slice(1 + i*n, 1 + (i + 1)*n) for i in range(len(session.log))]
+    def chunk_psnr(x):
+        return [recon_metrics(frames_to_tensor(true[None, c]), frames_to_tensor(x[None, c]))['psnr']
+                for c in chunks]
+    psnr = chunk_psnr(gen)
     own_outputs(out, DEMO_FILES)
     write_mp4(gen, out/'demo.mp4')
     pick = np.arange(0, len(gen), 16)
@@ -354,6 +364,9 @@ def demo(session: Session, out, script: str = DEMO_SCRIPT, events=DEMO_EVENTS, s
                # caption texts the stream ran through the text encoder, and their tokens
                caption_encodes=session.stream.cache.encodes, caption_tokens=session.stream.cache.text_tokens,
                sharpness=sharpness(gen[1:], true[1:]), psnr_by_chunk=[round(float(p), 2) for p in psnr],
+               sharpness_by_chunk=[sharpness(gen[c], true[c]) for c in chunks],
+               vae_ceiling=dict(psnr=round(float(np.mean(chunk_psnr(ceiling))), 2),
+                                sharpness=sharpness(ceiling[1:], true[1:])),
                events=[list(e) for e in evs], script=script, model=what, cpu=cpu_info(),
                **({} if speed is None else dict(speed=speed)),
                files=dict(video=str(out/'demo.mp4'), strip=str(out/'strip.png'),
