@@ -6,8 +6,8 @@
 __all__ = ['FORMAT_VERSION', 'CAPTION_FIELDS', 'MARK', 'TWIN', 'GEN_FIELDS', 'check_caption', 'read_mark', 'check_mark',
            'atomic_dir', 'write_json_atomic', 'claim_outputs', 'write_bytes_atomic', 'own_outputs', 'write_episode',
            'write_mp4', 'write_recorded', 'load_json', 'read_episode', 'episode_seed', 'episode_name', 'read_dataset',
-           'generate', 'list_episodes', 'samples_dir', 'make_samples', 'split_of', 'split_episodes', 'event_at',
-           'frames_to_tensor', 'tensor_to_frames', 'EpisodeDataset', 'WorldDataModule']
+           'generate', 'list_episodes', 'samples_dir', 'make_samples', 'split_of', 'split_episodes', 'timed_events',
+           'event_at', 'frames_to_tensor', 'tensor_to_frames', 'EpisodeDataset', 'WorldDataModule']
 
 # %% ../nbs/01_data.ipynb #c33f2dc9
 import csv, hashlib, json, math, os, re, shutil, tempfile, zipfile, zlib
@@ -526,8 +526,26 @@ def split_episodes(paths, val_fraction: float = 0.1):
     return [p for p in paths if p not in val], val
 
 # %% ../nbs/01_data.ipynb #00be317a
-def event_at(caption: dict, t: float) -> str:
-    "The event text of the caption window that contains time `t` (seconds); 'No event.' outside every window."
+def timed_events(meta: dict, where: str = 'meta.json'):
+    """The events an episode's world staged, each `(start seconds, text)` in order of start, from its
+    meta.json (`world.events`, written by `generate`); None when the episode records no world (episodes from
+    elsewhere: their caption windows then give the event text)."""
+    w = (meta or {}).get('world')
+    if not isinstance(w, dict) or 'events' not in w: return None
+    out = []
+    for i, e in enumerate(w['events'] or []):
+        if not (isinstance(e, dict) and isinstance(e.get('start'), (int, float)) and isinstance(e.get('text'), str)):
+            raise ValueError(f"{where}: world.events[{i}] needs a number 'start' (seconds) and a string 'text'")
+        out.append((float(e['start']), e['text']))
+    return sorted(out)
+
+def event_at(caption: dict, t: float, events=None) -> str:
+    """The event text at time `t` (seconds). With the episode's `timed_events`: the text of the last event
+    that has started by `t`, kept afterwards as a stream keeps a typed event in its caption ('No event.'
+    before the first). Without: the text of the caption window that contains `t` ('No event.' outside every
+    window)."""
+    if events is not None:
+        return next((text for start, text in reversed(events) if start <= t), 'No event.')
     return next((w['event'] for w in caption['dynamic_interactions'] if w['start_time'] <= t < w['end_time']),
                 'No event.')
 
@@ -562,7 +580,8 @@ class EpisodeDataset(torch.utils.data.Dataset):
         ep = self._read(self.paths[i])
         sl = slice(s, s + self.length)
         frames = frames_to_tensor(ep.frames[sl])                                          # (L, 3, H, W)
-        event = event_at(ep.caption, (s + self.history)/ep.meta.get('fps', FPS))
+        # the event text that holds at the window's last frame: a clip where the event begins is captioned with it
+        event = event_at(ep.caption, (s + self.length - 1)/ep.meta.get('fps', FPS), timed_events(ep.meta))
         return dict(frames=frames, actions=torch.from_numpy(ep.actions[sl]),
                     poses=torch.from_numpy(ep.poses[sl]).float(), n_history=self.history,
                     scene=ep.caption['scene'], character=ep.caption['character'] or '', event=event,

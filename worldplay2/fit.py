@@ -16,7 +16,7 @@ import lightning as L
 import numpy as np
 from einops import rearrange
 from fastcore.basics import patch
-from .data import (list_episodes, read_episode, event_at, atomic_dir, load_json, frames_to_tensor,
+from .data import (list_episodes, read_episode, event_at, timed_events, atomic_dir, load_json, frames_to_tensor,
                              claim_outputs, own_outputs)
 from .vae import CausalVAE
 from .dit import WorldModel
@@ -366,7 +366,9 @@ class LatentDataset(torch.utils.data.Dataset):
         self.paths, self.n, self.tf = [Path(p) for p in paths], n_latents, t_factor
         self.data = [dict(np.load(p/'latents.npz')) for p in self.paths]          # small: keep all in memory
         self.caps = [load_json(p/'caption.json') for p in self.paths]
-        self.fps = [load_json(p/'meta.json').get('fps', 16) for p in self.paths]
+        metas = [load_json(p/'meta.json') for p in self.paths]
+        self.fps = [m.get('fps', 16) for m in metas]
+        self.events = [timed_events(m, str(p/'meta.json')) for m, p in zip(metas, self.paths)]
         self.windows = [(i, j, -1) for i, d in enumerate(self.data)
                         for j in range(0, len(d['z']) - n_latents + 1, stride)]
         self.windows += [(i, 0, k) for i, d in enumerate(self.data)
@@ -389,12 +391,13 @@ class LatentDataset(torch.utils.data.Dataset):
         # a stream's lone first frame, padded
         if j == 0: acts = np.concatenate([np.repeat(a[s:s + 1], tf, 0), a[s + 1:s + 1 + tf*(n - 1)]])
         else: acts = a[1 + tf*(j - 1):1 + tf*(j - 1 + n)]
-        t = (s if j == 0 else 1 + tf*(j - 1))/self.fps[i]
+        # the window's last frame: the event text that holds there captions it (`event_at`)
+        t = (s + tf*(n - 1) if j == 0 else tf*(j - 1 + n))/self.fps[i]
         z = d['starts_z'][k, :n] if k >= 0 else d['z'][j:j + n]
         cap = self.caps[i]
         return dict(z=torch.from_numpy(z.astype(np.float32)),
                     actions=torch.from_numpy(acts.astype(np.float32)), scene=cap['scene'],
-                    character=cap['character'] or '', event=event_at(cap, t), stream_start=j == 0)
+                    character=cap['character'] or '', event=event_at(cap, t, self.events[i]), stream_start=j == 0)
 
 # %% ../nbs/04b_fit.ipynb #f9394b81
 def check_latent_stats(model: WorldModel, vae: CausalVAE, who: str = 'the model'):

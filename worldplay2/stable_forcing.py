@@ -190,7 +190,7 @@ class LitDMD(L.LightningModule):
         if b['z'].shape[1] < 1 + n:
             raise ValueError(f"windows of {b['z'].shape[1]} latents are too short for rollouts of {n}")
         frame = self.vae.decode(self.vae.denormalize(b['z'][:1, :1]))[0].clamp(-1, 1)
-        caps = [(b['scene'][0], b['character'][0], b['events'][1 + i*C][0]) for i in range(n//C)]
+        caps = [(b['scene'][0], b['character'][0], b['events'][(i + 1)*C][0]) for i in range(n//C)]
         return frame, b['actions'][:1, :frames_of(n + 1)], caps
 
     def training_step(self, b, _):

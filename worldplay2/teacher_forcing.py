@@ -16,7 +16,7 @@ import numpy as np
 import torch, torch.nn as nn, torch.nn.functional as F
 import lightning as L
 from einops import rearrange, repeat
-from .data import event_at, load_json, split_episodes, write_json_atomic
+from .data import event_at, timed_events, load_json, split_episodes, write_json_atomic
 from .vae import VAEConfig, check_fields, save_weights, load_net, load_vae
 from .dit import (WorldModel, DiTConfig, ModelConfig, FlowMatching, flow_step,
                             model_config)
@@ -132,8 +132,8 @@ def student_loss(mw: MemoryWorld, fm: FlowMatching, z, z_lr, actions, captions, 
 
 # %% ../nbs/07_teacher_forcing.ipynb #38f0ff88
 class ForcingWindows(torch.utils.data.Dataset):
-    """Each encoded episode's first `n` latents, low-res latents, actions, scene, character and the event at
-    every latent's time."""
+    """Each encoded episode's first `n` latents, low-res latents, actions, scene, character and the event text
+    that holds at each latent's last frame (`event_at`, exact times where the episode records them)."""
     def __init__(self, paths, n: int, l: int = 2):
         self.items = []
         for p in map(Path, paths):
@@ -141,12 +141,13 @@ class ForcingWindows(torch.utils.data.Dataset):
             if 'z_lr' not in d:
                 raise ValueError(f"{p} has no low-res latents: encode again (encode_latents adds them)")
             if len(d['z']) < n: continue
-            cap, fps = load_json(p/'caption.json'), load_json(p/'meta.json').get('fps', 16)
+            cap, meta = load_json(p/'caption.json'), load_json(p/'meta.json')
+            fps, timed = meta.get('fps', 16), timed_events(meta, str(p/'meta.json'))
             self.items.append(dict(z=torch.from_numpy(d['z'][:n].astype(np.float32)),
                                    z_lr=torch.from_numpy(d['z_lr'][:1 + (n - 1)//l].astype(np.float32)),
                                    actions=torch.from_numpy(d['actions'][:frames_of(n)].astype(np.float32)),
                                    scene=cap['scene'], character=cap['character'] or '',
-                                   events=[event_at(cap, max(0, 4*j - 3)/fps) for j in range(n)]))
+                                   events=[event_at(cap, 4*j/fps, timed) for j in range(n)]))
         if not self.items:
             raise ValueError(f"no episode has {n} latents: use shorter windows or longer episodes")
 
@@ -155,12 +156,12 @@ class ForcingWindows(torch.utils.data.Dataset):
 
 def clip_start(b, L: int, l: int, generator=None):
     """A random target start t in a batch of windows (whole compressed steps of l latents behind it) and the
-    captions there."""
+    target's captions: the event by its last latent, so a target where an event begins carries its text."""
     n = b['z'].shape[1]
     if n < 1 + L: raise ValueError(f"windows of {n} latents leave no history before a {L}-latent target")
     # clips start at 1 + l·j, as streams do
     t = 1 + l*int(torch.randint(0, (n - L - 1)//l + 1, (1,), generator=generator))
-    return t, (b['scene'], b['character'], list(b['events'][t]))
+    return t, (b['scene'], b['character'], list(b['events'][t + L - 1]))
 
 # %% ../nbs/07_teacher_forcing.ipynb #f063cddd
 class LitForcing(L.LightningModule):
