@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['EVENT_KINDS', 'MIN_RMS', 'event_worlds', 'pooled', 'judged_frames', 'visible', 'happened', 'time_to_appear',
-           'event_trial', 'eval_events']
+           'event_trial', 'eval_events', 'caption_use']
 
 # %% ../nbs/10a_events.ipynb #37bbffde
 import math
@@ -153,3 +153,47 @@ def eval_events(session: Session, kinds=EVENT_KINDS, seeds=range(8), **kw) -> di
     return {f: rate(trials, f) for f in fields} | dict(
         trials=len(trials), by_event=by, time_to_appear=round(float(np.mean(tta)), 2) if tta else None,
         seeds=[int(s) for s in seeds], skipped=skipped, per_trial=trials)
+
+# %% ../nbs/10a_events.ipynb #c1d9f410
+def caption_use(mw, paths, n: int = 39, L: int = 8, sigmas=(0.6, 0.95, 1.0), seed: int = 0) -> dict:
+    """How much the model's loss (eq. 5) grows when a caption field is wrong, on the targets where an event
+    begins: for each encoded episode under `paths` (folders with latents.npz, caption.json and meta.json, as
+    `train teacher` writes under its run's latents/) whose event starts at latent 4 or later, the `L`-latent
+    target with the onset 3 latents in, at each noise level in `sigmas`. `event`: its text replaced by
+    'No event.'; `scene` (the control): the scene caption of the next episode with another one. -> per
+    field and σ the mean relative increase, its standard error, and the targets used."""
+    from worldplay2.teacher_forcing import ForcingWindows, turned_before, frames_of, _acts
+    from worldplay2.dit import FlowMatching
+    if not all(0 < s <= 1 for s in sigmas): raise ValueError(f"noise levels lie in (0, 1], got {list(sigmas)}")
+    mc, fm = mw.compressor.mc, FlowMatching(mw.config.dit.shift)
+    items = ForcingWindows(paths, n, mc.l).items
+    scenes = [it['scene'] for it in items]
+    g = torch.Generator().manual_seed(seed)
+    use = {f: {s: [] for s in sigmas} for f in ('event', 'scene')}
+    for i, it in enumerate(items):
+        on = next((j for j, e in enumerate(it['events']) if e != 'No event.'), None)
+        if on is None: continue
+        # clips start at 1 + l·j, as streams do (`clip_start`)
+        t = 1 + mc.l*max(0, min((on - 3 - 1)//mc.l, (n - L - 1)//mc.l))
+        other = next((s for s in scenes[i + 1:] + scenes[:i] if s != it['scene']), None)
+        if not t <= on < t + L or other is None: continue
+        z, zl, a = it['z'][None], it['z_lr'][None], it['actions'][None]
+        with torch.no_grad():
+            mem = mw.memory(z[:, :t], zl, _acts(a, t))
+            acts, turned, x0 = a[:, frames_of(t):frames_of(t + L)], turned_before(a, t), z[:, t:t + L]
+            def loss(x, sig, v, scene, event):
+                pred = mw.model(x, sig, acts, ([scene], [it['character']], [event]), memory=mem, t0=t,
+                                turned=turned)
+                return float(fm.loss(pred, v, torch.ones(1, L)))
+            for s in sigmas:
+                sig = torch.full((1, L), float(s))
+                x, _, v = fm.noise(x0, sig, torch.randn(x0.shape, generator=g))
+                right = loss(x, sig, v, it['scene'], it['events'][t + L - 1])
+                use['event'][s].append(loss(x, sig, v, it['scene'], 'No event.')/right - 1)
+                use['scene'][s].append(loss(x, sig, v, other, it['events'][t + L - 1])/right - 1)
+    k = len(use['event'][sigmas[0]])
+    if not k: raise ValueError("no episode under the paths has an event that begins after its 4th latent")
+    se = lambda r: float(np.std(r, ddof=1)/np.sqrt(len(r))) if len(r) > 1 else float('nan')
+    return dict(targets=k, sigmas=[float(s) for s in sigmas],
+                **{f: {str(s): dict(mean=round(float(np.mean(r)), 4), se=round(se(r), 4)) for s, r in d.items()}
+                   for f, d in use.items()})
