@@ -566,9 +566,10 @@ class EpisodeDataset(torch.utils.data.Dataset):
             raise ValueError(f"need history >= 0, clip >= 1, stride >= 1; got {history}, {clip}, {stride}")
         self.paths, self.history, self.clip, self.length = ([Path(p) for p in paths], history, clip,
                                                              history + clip)
-        self.windows = []
+        self.windows, self.events = [], []
         for i, p in enumerate(self.paths):
             meta = load_json(p/'meta.json') if (p/'meta.json').exists() else None
+            self.events.append(timed_events(meta, str(p/'meta.json')))
             T = meta['n_frames'] if meta and 'n_frames' in meta else len(read_episode(p))
             self.windows += [(i, s) for s in range(0, T - self.length + 1, stride)]
         self._read = lru_cache(maxsize=cache)(read_episode)
@@ -581,7 +582,7 @@ class EpisodeDataset(torch.utils.data.Dataset):
         sl = slice(s, s + self.length)
         frames = frames_to_tensor(ep.frames[sl])                                          # (L, 3, H, W)
         # the event text that holds at the window's last frame: a clip where the event begins is captioned with it
-        event = event_at(ep.caption, (s + self.length - 1)/ep.meta.get('fps', FPS), timed_events(ep.meta))
+        event = event_at(ep.caption, (s + self.length - 1)/ep.meta.get('fps', FPS), self.events[i])
         return dict(frames=frames, actions=torch.from_numpy(ep.actions[sl]),
                     poses=torch.from_numpy(ep.poses[sl]).float(), n_history=self.history,
                     scene=ep.caption['scene'], character=ep.caption['character'] or '', event=event,
