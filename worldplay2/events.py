@@ -16,6 +16,8 @@ import torch
 from .data import frames_to_tensor, tensor_to_frames
 from .controls import T_FACTOR
 from .realtime import Session, true_frames, through_vae
+from .teacher_forcing import ForcingWindows, turned_before, frames_of, _acts
+from .dit import FlowMatching
 
 # %% ../nbs/10a_events.ipynb #db3d6357
 # transitions by name, then the object and chest events
@@ -162,8 +164,6 @@ def caption_use(mw, paths, n: int = 39, L: int = 8, sigmas=(0.6, 0.95, 1.0), see
     target with the onset 3 latents in, at each noise level in `sigmas`. `event`: its text replaced by
     'No event.'; `scene` (the control): the scene caption of the next episode with another one. -> per
     field and σ the mean relative increase, its standard error, and the targets used."""
-    from worldplay2.teacher_forcing import ForcingWindows, turned_before, frames_of, _acts
-    from worldplay2.dit import FlowMatching
     if not all(0 < s <= 1 for s in sigmas): raise ValueError(f"noise levels lie in (0, 1], got {list(sigmas)}")
     mc, fm = mw.compressor.mc, FlowMatching(mw.config.dit.shift)
     items = ForcingWindows(paths, n, mc.l).items
