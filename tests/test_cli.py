@@ -132,7 +132,8 @@ def test_every_training_stage_from_the_shell(tmp_path):
               ('teacher', ['--vae', str(d/'vae'/'vae'), '--init', str(d/'base'/'model'), '--compressor', str(d/'compressor'/'compressor'), '--flat-captions']),
               ('student', ['--vae', str(d/'vae'/'vae'), '--init', str(d/'teacher'/'model')]),
               ('pdd', ['--vae', str(d/'vae'/'vae'), '--init', str(d/'student'/'model')]),
-              ('dmd', ['--vae', str(d/'vae'/'vae'), '--init', str(d/'pdd'/'model'), '--teacher', str(d/'teacher'/'model'), '--rollout-latents', '4', '--score-clip', '4'])]
+              ('dmd', ['--vae', str(d/'vae'/'vae'), '--init', str(d/'pdd'/'model'), '--teacher', str(d/'teacher'/'model'), '--rollout-latents', '4', '--score-clip', '4']),
+              ('decoder', ['--vae', str(d/'vae'/'vae'), '--init', str(d/'dmd'/'model')])]
     for stage, extra in stages:
         r = run('train', stage, '--out', str(d/stage), *common, *extra)
         assert r.returncode == 0, f"train {stage}: {r.stderr[-1500:]}"
@@ -147,7 +148,8 @@ def test_every_training_stage_from_the_shell(tmp_path):
     dit = json.loads((d/'base'/'model'/'config.json').read_text())['dit']
     assert (dit['shift'], dit['screen_pos'], dit['high_sigma']) == (2.0, True, 0.95)              # the flags reached the model it saved
     assert json.loads((d/'dmd'/'model'/'config.json').read_text())['control']['structured'] is False     # kept down the chain
-    r = run('play', '--checkpoint', str(d/'dmd'/'model'), '--vae', str(d/'vae'/'vae'), '--actions', 'w*8 right+w*4', '--event', 'at 0.5s: It starts to snow.',
+    assert len(list((d/'decoder'/'pairs').glob('*.npz'))) == 3                                   # the stream's latents of every episode
+    r = run('play', '--checkpoint', str(d/'dmd'/'model'), '--vae', str(d/'decoder'/'vae'), '--actions', 'w*8 right+w*4', '--event', 'at 0.5s: It starts to snow.',
             '--out', str(d/'play.mp4'))
     assert r.returncode == 0, r.stderr[-1500:]
     out = json.loads(r.stdout)

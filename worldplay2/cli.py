@@ -166,8 +166,11 @@ def _stage_runners() -> dict:
         return train_dmd(data, out, init, teacher, vae, preset, max_steps, dmd_config, **kw)
     def compressor(data, out, preset, max_steps, batch_size, model=None, vae=None, **kw):
         return train_compressor(data, out, model, vae, preset, max_steps, batch_size, **kw)
+    def decoder(data, out, preset, max_steps, batch_size, init=None, vae=None, **kw):
+        from worldplay2.stream_decoder import train_decoder
+        return train_decoder(data, out, init, vae, preset, max_steps, batch_size, **kw)
     return dict(vae=train_vae, base=train_base, compressor=compressor, teacher=forcing('teacher'),
-                student=forcing('student'), pdd=pdd, dmd=dmd)
+                student=forcing('student'), pdd=pdd, dmd=dmd, decoder=decoder)
 
 # %% ../nbs/90_cli.ipynb #ee4fadd9
 def _stage_kwargs(a) -> dict:
@@ -183,7 +186,9 @@ def _stage_kwargs(a) -> dict:
                  compressor=dict(vae=a.vae, model=a.model, window=a.window), teacher=memory, student=memory,
                  pdd=dict(init=a.init, vae=a.vae, window=a.window, solver=a.solver),
                  dmd=dict(init=a.init, vae=a.vae, teacher=a.teacher, window=a.window,
-                          dmd_config=dmd_config(a)) if a.stage == 'dmd' else {}).get(a.stage, {})
+                          dmd_config=dmd_config(a)) if a.stage == 'dmd' else {},
+                 decoder=dict(init=a.init, vae=a.vae, adv=a.adv, **({} if a.window is None else
+                                                                    dict(window=a.window)))).get(a.stage, {})
     return extra
 
 # %% ../nbs/90_cli.ipynb #25acfc0a
@@ -201,7 +206,7 @@ def cmd_train(a):
     runners = _stage_runners()
     devices = int(a.devices) if str(a.devices).isdigit() else a.devices
     need = dict(base=('vae',), compressor=('vae', 'model'), teacher=('vae', 'init'), student=('vae', 'init'),
-                pdd=('vae', 'init'), dmd=('vae', 'init', 'teacher')).get(a.stage, ())
+                pdd=('vae', 'init'), dmd=('vae', 'init', 'teacher'), decoder=('vae', 'init')).get(a.stage, ())
     missing = [f'--{k}' for k in need if getattr(a, k) is None]
     if missing: raise ValueError(f"train {a.stage} needs {' and '.join(missing)}")
     extra = _stage_kwargs(a)
@@ -535,12 +540,13 @@ def _eval_parser(sub):
 # %% ../nbs/90_cli.ipynb #0622852c
 def _train_model_args(t):
     "`train`'s stage and what it trains from: VAE, model, memory, compressor, window, preset, init."
-    t.add_argument('stage', choices=('vae', 'base', 'compressor', 'teacher', 'student', 'pdd', 'dmd', 'all'),
+    t.add_argument('stage', choices=('vae', 'base', 'compressor', 'teacher', 'student', 'pdd', 'dmd', 'decoder',
+                                     'all'),
                    help="one stage, or 'all': the whole recipe from data "
                         "generation to Stable Forcing into --out (resumable)")
     t.add_argument('--vae', default=None,
                    help='base, compressor, teacher, student: the trained '
-                        'vae/ folder whose latents the model learns')
+                        'vae/ folder whose latents the model learns; decoder: the VAE whose decoder is tuned')
     t.add_argument('--model', default=None,
                    help="compressor: the world model/ folder whose patchifier the coarse branch borrows")
     t.add_argument('--memory', choices=('compressed', 'full', 'window'), default=None,
@@ -549,13 +555,15 @@ def _train_model_args(t):
     t.add_argument('--compressor', default=None,
                    help="teacher: the compressor/ folder of `train compressor` (stage 1) to start from")
     t.add_argument('--window', type=positive_int, default=None,
-                   help="compressor, teacher, student: latents per training window (default: the preset's)")
+                   help="compressor, teacher, student: latents per training window (default: the preset's); "
+                        "decoder: latents per decoded window (3)")
     t.add_argument('--preset', choices=('tiny', 'small', 'base'), default='small')
     t.add_argument('--init', default=None,
                    help="base: start from this model/ folder (stage 2 after stage 1); "
                         "teacher: the base model (or a model with memory); student: the "
                         "teacher's model/ folder; pdd: the student's model/ folder; dmd: the "
-                        "pdd model/ folder (or the student's, for the no-PDD-init ablation)")
+                        "pdd model/ folder (or the student's, for the no-PDD-init ablation); decoder: the "
+                        "few-step student (pdd or dmd model/) whose stream latents the decoder learns")
 
 def _train_distill_args(t):
     "`train`'s flags of the distillation stages, `pdd` and `dmd`."
@@ -577,6 +585,8 @@ def _train_distill_args(t):
                    help="dmd: action guidance of the teacher's score (1: none)")
     t.add_argument('--guide', choices=('still', 'mirror'), default='still',
                    help="dmd: what --guidance guides away from: standing still or the opposite commands")
+    t.add_argument('--adv', type=nonneg_float, default=0.1,
+                   help="decoder: weight of the patch critic's term beside the reconstruction loss (0: none)")
 
 # %% ../nbs/90_cli.ipynb #bd80131c
 def _train_base_args(t):

@@ -223,7 +223,7 @@ def _run_metrics(p: Path) -> bool: return isinstance(m := load_json(p), dict) an
 # a model folder's files
 MODEL_FILES = ('config.json', 'model.safetensors', 'README.md', 'metrics.json', 'training.csv')
 RUN_ENTRIES = ('checkpoints', 'logs', 'tb', 'latents', 'latents.tmp', 'model', 'vae', 'compressor',
-               'metrics.json')
+               'metrics.json', 'pairs')
 # Lightning's log folders
 _versions = lambda p: _only(p, lambda q: q.name.startswith('version_'))
 _encoded = lambda p: _only(p, lambda q: (q/'latents.npz').is_file() or '.tmp' in q.name)
