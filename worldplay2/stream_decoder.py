@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['DECODER_TRAIN', 'ForcedStream', 'episode_captions', 'stream_latents', 'encode_stream_pairs', 'StreamPairs',
-           'PatchCritic', 'critic_loss', 'decoder_loss', 'LitStreamDecoder', 'train_decoder']
+           'PatchCritic', 'critic_loss', 'LitStreamDecoder', 'train_decoder']
 
 # %% ../nbs/10b_stream_decoder.ipynb #7910627b
 import os, time
@@ -14,7 +14,7 @@ import torch, torch.nn as nn, torch.nn.functional as F
 import lightning as L
 from .data import (read_episode, list_episodes, split_of, frames_to_tensor, tensor_to_frames,
                              timed_events, event_at, write_json_atomic)
-from .vae import CausalVAE, frames_at, save_vae, load_vae
+from .vae import CausalVAE, frames_at, save_vae, load_vae, recon_loss
 from .controls import T_FACTOR
 from .world import FPS
 from .stream import WorldStream
@@ -126,10 +126,6 @@ def critic_loss(real, fake):
     "The critic's hinge loss on its logits for true and decoded frames."
     return F.relu(1 - real).mean() + F.relu(1 + fake).mean()
 
-def decoder_loss(x, y):
-    "The VAE's reconstruction loss of frames y against x: MSE + 0.1·L1 per pixel."
-    return F.mse_loss(y, x) + 0.1*F.l1_loss(y, x)
-
 # %% ../nbs/10b_stream_decoder.ipynb #c5b26368
 class LitStreamDecoder(L.LightningModule):
     """Fine-tunes `vae`'s decoder (its encoder and latent statistics stay) on (stream latents, true frames)
@@ -156,7 +152,7 @@ class LitStreamDecoder(L.LightningModule):
         z, x = batch; x = x[:, 1:]
         opt, opt_c = self.optimizers()
         y = self.decode(z)
-        rec = decoder_loss(x, y)
+        rec = recon_loss(x, y)[0]
         gen = -self.critic(y.flatten(0, 1)).mean() if self.adv else y.new_zeros(())
         opt.zero_grad(); self.manual_backward(rec + self.adv*gen); opt.step()
         if self.adv:

@@ -4,9 +4,10 @@
 
 # %% auto #0
 __all__ = ['VAE_PRESETS', 'CONFIG_SECTIONS', 'CHECKPOINT_SECTIONS', 'check_fields', 'VAEConfig', 'vae_config', 'conv',
-           'per_frame', 'MemBlock', 'TPool', 'TGrow', 'Down', 'Up', 'Encoder', 'Decoder', 'CausalVAE', 'vae_loss',
-           'recon_metrics', 'random_crop', 'LitVAE', 'pca_init', 'save_weights', 'check_config', 'load_weights',
-           'load_net', 'check_finite', 'save_vae', 'load_vae', 'fit_latent_stats', 'frames_at', 'bench_vae']
+           'per_frame', 'MemBlock', 'TPool', 'TGrow', 'Down', 'Up', 'Encoder', 'Decoder', 'CausalVAE', 'recon_loss',
+           'vae_loss', 'recon_metrics', 'random_crop', 'LitVAE', 'pca_init', 'save_weights', 'check_config',
+           'load_weights', 'load_net', 'check_finite', 'save_vae', 'load_vae', 'fit_latent_stats', 'frames_at',
+           'bench_vae']
 
 # %% ../nbs/02_vae.ipynb #63ed8bbf
 import dataclasses, json, math, numbers, time, types, typing
@@ -283,11 +284,16 @@ class CausalVAE(nn.Module):
     def denormalize(self, z): return z*self.z_std[:, None, None] + self.z_mean[:, None, None]
 
 # %% ../nbs/02_vae.ipynb #ac18cca8
-def vae_loss(x, rec, mu, logvar, kl_weight):
-    "MSE + 0.1·L1 reconstruction (per pixel) + kl_weight·KL (per latent element); returns (loss, parts)."
+def recon_loss(x, rec):
+    "The reconstruction loss of frames `rec` against `x`: MSE + 0.1·L1 per pixel; returns (loss, parts)."
     mse, l1 = F.mse_loss(rec, x), F.l1_loss(rec, x)
+    return mse + .1*l1, dict(mse=mse, l1=l1)
+
+def vae_loss(x, rec, mu, logvar, kl_weight):
+    "`recon_loss` + kl_weight·KL (per latent element); returns (loss, parts)."
+    loss, parts = recon_loss(x, rec)
     kl = 0.5*(mu.pow(2) + logvar.exp() - 1 - logvar).mean()
-    return mse + .1*l1 + kl_weight*kl, dict(mse=mse, l1=l1, kl=kl)
+    return loss + kl_weight*kl, dict(parts, kl=kl)
 
 def recon_metrics(x, rec):
     "PSNR (dB) and SSIM of reconstructions, both (B, T, 3, H, W) in [-1, 1], measured on [0, 1] frames."
