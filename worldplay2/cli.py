@@ -182,7 +182,7 @@ def _stage_kwargs(a) -> dict:
                            camera_heads=a.camera_heads, shift=a.shift, pred=a.pred, token_dims=a.token_dims,
                            neg_weight=a.neg_actions, neg_ratio=a.neg_ratio, screen_pos=a.screen_pos,
                            high_sigma=a.high_sigma, travel=a.travel, refine=a.refine,
-                           flat_captions=a.flat_captions),
+                           flat_captions=a.flat_captions, latent_scale=a.latent_scale),
                  compressor=dict(vae=a.vae, model=a.model, window=a.window), teacher=memory, student=memory,
                  pdd=dict(init=a.init, vae=a.vae, window=a.window, solver=a.solver),
                  dmd=dict(init=a.init, vae=a.vae, teacher=a.teacher, window=a.window,
@@ -625,6 +625,10 @@ def _train_base_args(t):
     t.add_argument('--refine', action=argparse.BooleanOptionalAction, default=None,
                    help="base: correct the head's answer with a small convolutional refiner at latent "
                         "resolution (DiTConfig.refine; default: the model config's, off for a new one)")
+    t.add_argument('--latent-scale', choices=('shared', 'channel'), default=None,
+                   help="base: normalise the latents with the VAE's one shared scale, or with one scale per "
+                        "channel fitted on the training latents (written to OUT/vae, the VAE of the later "
+                        "stages; a model --init is carried over to it)")
     t.add_argument('--flat-captions', action=argparse.BooleanOptionalAction, default=None,
                    help="base, teacher, student: read the caption as one undivided sentence instead of the "
                         "scene / character / event fields (ControlConfig.structured false, the structured-"
@@ -1044,10 +1048,10 @@ def report_error(e: BaseException, as_json: bool = False, debug: bool = False) -
 # %% ../nbs/90_cli.ipynb #289155fc
 @contextmanager
 def _ctrl_c():
-    """Ctrl-C: KeyboardInterrupt as ever, but forked workers (`data generate --workers`) unwind with their
-    stderr silenced (no traceback of theirs; locks they hold are released, so the pool shuts down) and this
-    process reports. Left alone where SIGINT is not Python's default (ignored, or someone else's handler) or
-    off the main thread."""
+    """Ctrl-C: KeyboardInterrupt as ever, but a forked process unwinds with its stderr silenced (no traceback
+    of its own) and this process reports (the workers of `data generate --workers` ignore Ctrl-C: this
+    process stops them). Left alone where SIGINT is not Python's default (ignored, or someone else's
+    handler) or off the main thread."""
     if (threading.current_thread() is not threading.main_thread()
             or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
         yield; return

@@ -4,7 +4,8 @@
 
 # %% auto #0
 __all__ = ['TURNING', 'ALIKE_PSNR', 'MOTIONS', 'psnr', 'grad_mag', 'sharpness', 'true_render', 'true_frames', 'judge_clip',
-           'eval_control', 'eval_motions', 'script_psnr', 'model_generator', 'best_for_control', 'denoise_psnr']
+           'eval_control', 'eval_motions', 'script_psnr', 'model_generator', 'best_for_control', 'denoise_psnr',
+           'channel_recovery']
 
 # %% ../nbs/05a_control_eval.ipynb #165e8fa4
 import json, math
@@ -265,4 +266,32 @@ def denoise_psnr(model, vae, frames, actions, caps: dict, sigmas=(0.1, 0.3, 0.5,
         d = dec(est)
         out[f'sigma {s:g}'] = dict(noisy=round(psnr(dec(xs), frames[1:]), 2),
                                    estimate=round(psnr(d, frames[1:]), 2), sharpness=sharpness(d, frames[1:]))
+    return out
+
+# %% ../nbs/05a_control_eval.ipynb #f8cf9bf4
+@torch.no_grad()
+def channel_recovery(model, vae, frames, actions, caps: dict, sigmas=(0.05, 0.1, 0.3, 0.6, 0.9), top: int = 4,
+                     seed: int = 0) -> dict:
+    """Which latent channels `model`'s one-step clean estimate recovers from each noise level in `sigmas`, on
+    the clip of `denoise_psnr` (the first latent clean): per σ, the share of the variance explained
+    (1 − squared error / variance, in the VAE's own units, over the latents after the first) in the `top`
+    channels of highest variance (`top`) and in the others (`rest`); `variance_share`: the `top` channels'
+    share of the variance."""
+    z = vae.normalize(vae.encode(frames_to_tensor(np.asarray(frames))[None])[0])
+    a = torch.from_numpy(np.asarray(actions, np.float32))[None]
+    ctx = model.text([caps['scene']], [caps['character']], [caps['event']])
+    raw = lambda zz: vae.denormalize(zz[0, 1:]).transpose(0, 1).flatten(1)          # (C, n·h·w)
+    truth = raw(z)
+    var = truth.var(1)
+    hi = var.argsort(descending=True)[:top]
+    lo = torch.ones_like(var, dtype=torch.bool); lo[hi] = False
+    eps = torch.randn(z.shape, generator=torch.Generator().manual_seed(seed))
+    out = dict(variance_share=round((var[hi].sum()/var.sum()).item(), 3))
+    for s in sigmas:
+        sig = torch.full(z.shape[:2], float(s)); sig[:, 0] = 0
+        xs = FlowMatching().noise(z, sig, eps)[0]
+        err = (raw(check_finite(xs - sig[..., None, None, None]*model(xs, sig, a, ctx=ctx), model)) - truth).pow(2)
+        err = err.mean(1)
+        out[f'sigma {s:g}'] = dict(top=round(1 - (err[hi].sum()/var[hi].sum()).item(), 3),
+                                   rest=round(1 - (err[lo].sum()/var[lo].sum()).item(), 3))
     return out

@@ -10,7 +10,7 @@ __all__ = ['FORMAT_VERSION', 'CAPTION_FIELDS', 'MARK', 'TWIN', 'GEN_FIELDS', 'ch
            'event_at', 'frames_to_tensor', 'tensor_to_frames', 'EpisodeDataset', 'WorldDataModule']
 
 # %% ../nbs/01_data.ipynb #c33f2dc9
-import csv, hashlib, json, math, os, re, shutil, tempfile, zipfile, zlib
+import csv, hashlib, json, math, os, re, shutil, signal, tempfile, zipfile, zlib
 from functools import lru_cache
 from pathlib import Path
 import numpy as np
@@ -469,8 +469,11 @@ def generate(out, episodes: int, kind: str = 'navigation', seconds: float = 10.0
         for job in todo: _make_one(job); bar.update()
     else:
         import multiprocessing as mp
-        # workers use numpy only; fork starts them fast
-        with mp.get_context('fork').Pool(workers) as pool:
+        # workers use numpy only; fork starts them fast. They ignore Ctrl-C: on it this process stops them
+        # (terminate, at the `with`'s exit), as a worker interrupted inside the pool's own queues could leave
+        # them locked and the shutdown waiting; an episode cut short is only a leftover for the next run
+        with mp.get_context('fork').Pool(workers, initializer=signal.signal,
+                                         initargs=(signal.SIGINT, signal.SIG_IGN)) as pool:
             for _ in pool.imap_unordered(_make_one, todo): bar.update()
     bar.close()
     write_json_atomic(out/'dataset.json',

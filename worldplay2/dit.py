@@ -6,7 +6,8 @@
 __all__ = ['NEW_PARTS', 'DiTConfig', 'ModelConfig', 'model_config', 'rope_angles', 'apply_rope', 'token_positions',
            'timestep_embedding', 'modulate', 'Room', 'Attention', 'DiTBlock', 'Refiner', 'skip_scales', 'TokenIn',
            'make_patchify', 'MemoryTokens', 'WorldDiT', 'WorldModel', 'has_part', 'with_new_parts', 'fit_token_basis',
-           'with_token_basis', 'frame_causal_mask', 'shift_sigma', 'FlowMatching', 'EulerSampler', 'flow_step']
+           'with_token_basis', 'with_latent_stats', 'frame_causal_mask', 'shift_sigma', 'FlowMatching', 'EulerSampler',
+           'flow_step']
 
 # %% ../nbs/04_dit.ipynb #9b3c7515
 import math
@@ -504,6 +505,32 @@ def with_token_basis(model: WorldModel, basis, center) -> WorldModel:
     if hasattr(model, 'latent_stats'): new.latent_stats = model.latent_stats
     return new.train(model.training)
 
+
+# %% ../nbs/04_dit.ipynb #75477cd5
+@torch.no_grad()
+def with_latent_stats(model: WorldModel, z_mean, z_std) -> WorldModel:
+    """A copy of `model` for latents normalised by the per-channel `z_mean` and `z_std` (C,) instead of the
+    statistics it learnt under (`model.latent_stats`): patchifier and head mapped so that, on the same latents,
+    it computes what `model` does, its answer in the new units."""
+    import copy
+    st, c = getattr(model, 'latent_stats', None), model.config.dit
+    if not st: raise ValueError("the model records no latent statistics to carry over from (save_world with vae=)")
+    if c.token_dims or c.refine:
+        raise ValueError("a model that sees principal components (token_dims) or has a refiner (refine) cannot be "
+                         "carried to other latent statistics")
+    m0, s0 = (torch.as_tensor(st[k], dtype=torch.float32) for k in ('z_mean', 'z_std'))
+    m1, s1 = (torch.as_tensor(v, dtype=torch.float32).flatten().cpu() for v in (z_mean, z_std))
+    if m1.shape != (c.z_ch,) or s1.shape != (c.z_ch,) or (s1 <= 0).any():
+        raise ValueError(f"z_mean and z_std: expected {c.z_ch} numbers each, the scales > 0, "
+                         f"got {tuple(m1.shape)} and {tuple(s1.shape)}")
+    # old units = new·r + d, per channel, repeated over a patch's p² places (the DiT's (c p q) order)
+    r, d = (x.repeat_interleave(c.patch**2) for x in (s1/s0, (m1 - m0)/s0))
+    new = copy.deepcopy(model)
+    pin, head = new.dit.patchify, new.dit.head
+    pin.bias.add_(pin.weight @ d); pin.weight.mul_(r)
+    head.weight.div_(r[:, None]); head.bias.sub_(d).div_(r)
+    new.latent_stats = dict(z_mean=m1.tolist(), z_std=s1.tolist())
+    return new
 
 # %% ../nbs/04_dit.ipynb #ba3ee332
 def frame_causal_mask(n: int, S: int, device=None):

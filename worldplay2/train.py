@@ -17,7 +17,8 @@ from .data import WorldDataModule, list_episodes, write_json_atomic, split_episo
 from .vae import (CausalVAE, VAEConfig, LitVAE, vae_config, save_vae, load_vae, save_weights,
                             load_weights, load_net, fit_latent_stats, bench_vae, pca_init)
 from .dit import (WorldModel, DiTConfig, ModelConfig, FlowMatching, flow_step, model_config,
-                            with_new_parts, has_part, NEW_PARTS, fit_token_basis, with_token_basis)
+                            with_new_parts, has_part, NEW_PARTS, fit_token_basis, with_token_basis,
+                            with_latent_stats)
 from .controls import ControlConfig, mirror_actions
 from .fit import (check_data, check_latents_match, check_latent_stats, make_trainer, resume_path,
                             encode_latents, LatentDataset, warmup_cosine, save_caption_form,
@@ -221,6 +222,29 @@ def _base_fields(cfg: ModelConfig) -> dict:
                 pred=cfg.dit.pred, token_dims=cfg.dit.token_dims, refine=cfg.dit.refine,
                 structured=cfg.control.structured)
 
+# %% ../nbs/05_training.ipynb #fb4b5464
+def _with_latent_scale(v, model, train, out):
+    """The VAE `v` with one scale per channel (and its means), fitted on the
+    latents of the `train` episodes and kept in `out/vae` (read back from there when a run resumes), and the
+    model, if any, carried over to it (`with_latent_stats`): `train_base`'s `latent_scale='channel'`."""
+    from worldplay2.fit import vae_fingerprint
+    if (out/'vae'/'config.json').exists():
+        nv = load_vae(out/'vae')
+        if vae_fingerprint(nv) != vae_fingerprint(v):
+            raise ValueError(f"{out/'vae'} holds another VAE's weights than the one given: use another --out")
+    else:
+        import copy
+        # every 4th latent, in the VAE's own units
+        raw = v.denormalize(torch.cat([torch.from_numpy(np.load(p/'latents.npz')['z'][::4].astype(np.float32))
+                                       for p in train])).transpose(0, 1).flatten(1)
+        nv = copy.deepcopy(v)
+        nv.z_mean.copy_(raw.mean(1)); nv.z_std.copy_(raw.std(1).clamp_min(1e-4))
+        save_vae(nv, out/'vae')
+    st = getattr(model, 'latent_stats', None)
+    if model is not None and not (st and np.allclose(st['z_std'], nv.z_std.tolist(), rtol=1e-4)):
+        model = with_latent_stats(model, nv.z_mean, nv.z_std)
+    return nv, model
+
 # %% ../nbs/05_training.ipynb #3190c81e
 def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_size: int = None, devices=1,
                strategy='auto', num_workers: int = 0, seed: int = 0, progress: bool = True, vae=None,
@@ -228,7 +252,7 @@ def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_si
                p_high_sigma: float = None, camera_rope: bool = None, camera_heads: int = None,
                shift: float = None, neg_weight: float = 0.0, neg_ratio: float = 1.0, screen_pos: bool = None,
                high_sigma: float = None, travel: bool = None, pred: str = None, token_dims: int = None,
-               refine: bool = None, flat_captions: bool = None,
+               refine: bool = None, flat_captions: bool = None, latent_scale: str = None,
                **trainer_kw) -> dict:
     """Stages 1–2: encode the episodes under `data` with the trained VAE (`vae`: its folder), then train the
     bidirectional WorldModel of `preset` — from scratch, or from the model/ folder `init` of an earlier run
@@ -250,8 +274,13 @@ def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_si
     whether a convolutional refiner corrects the head's answer at latent resolution (`DiTConfig.refine`;
     gained likewise), `flat_captions` whether the caption is one undivided sentence instead of the three
     fields (`ControlConfig.structured` false, the Tab. 6 ablation; the same weights read either, so a model
-    can be fine-tuned into the other form; None keeps the model's, structured for a new one)."""
+    can be fine-tuned into the other form; None keeps the model's, structured for a new one), `latent_scale`
+    'channel' to normalise the latents with one scale per channel instead of the VAE's shared one (the VAE so
+    rescaled is written to `out/vae`, the one the later stages take; a model `init` is carried over by
+    `with_latent_stats`)."""
     out = Path(out)
+    if latent_scale not in (None, 'shared', 'channel'):
+        raise ValueError(f"latent_scale: expected 'shared' or 'channel', got {latent_scale!r}")
     _check_base_args(vae, start_share, p_i2v, p_high_sigma, high_sigma, shift, neg_weight, neg_ratio)
     v = load_vae(vae)
     model, cfg = _base_model(v, vae, init, preset, dict(screen_pos=screen_pos, travel=travel, refine=refine),
@@ -260,6 +289,10 @@ def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_si
                              camera_heads=camera_heads)
     paths = encode_latents(v, data, out/'latents', progress)
     train, val = split_episodes(paths)
+    if latent_scale == 'channel':
+        v, model = _with_latent_scale(v, model, train, out)
+        # the latents normalised again, with the new scales
+        train, val = split_episodes(encode_latents(v, data, out/'latents', progress))
     model, cfg, kept = _with_token_dims(model, cfg, token_dims, train, init)
     steps, bs, lr = ((max_steps or BASE_TRAIN[preset]['max_steps']),
                      (batch_size or BASE_TRAIN[preset]['batch_size']), BASE_TRAIN[preset]['lr'])
@@ -279,6 +312,7 @@ def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_si
                    init=None if init is None else str(init), start_share=start_share,
                    **_base_fields(cfg),
                    **(dict(token_variance_kept=round(kept, 5)) if kept is not None else {}),
+                   **(dict(latent_scale='channel', vae=str(out/'vae')) if latent_scale == 'channel' else {}),
                    **(dict(neg_weight=neg_weight, neg_ratio=neg_ratio) if neg_weight else {}),
                    wall_s_this_run=round(time.time() - t0, 1),
                    params=sum(p.numel() for p in lit.model.parameters()))
