@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['TURNING', 'ALIKE_PSNR', 'MOTIONS', 'psnr', 'grad_mag', 'sharpness', 'true_render', 'true_frames', 'judge_clip',
-           'eval_control', 'eval_motions', 'script_psnr', 'model_generator', 'best_for_control', 'denoise_psnr',
-           'channel_recovery']
+           'eval_control', 'eval_motions', 'script_psnr', 'model_generator', 'best_for_control', 'clean_estimates',
+           'denoise_psnr', 'channel_recovery']
 
 # %% ../nbs/05a_control_eval.ipynb #165e8fa4
 import json, math
@@ -243,26 +243,33 @@ def best_for_control(root=None) -> Path:
 from .dit import FlowMatching
 
 @torch.no_grad()
-def denoise_psnr(model, vae, frames, actions, caps: dict, sigmas=(0.1, 0.3, 0.5, 0.7, 0.9),
-                 seed: int = 0) -> dict:
-    """How well `model` recovers a stream's true latents from each noise level in `sigmas`: the clip's
-    `frames` (uint8 (T, H, W, 3), a stream's start, T = 1 + 4k) are encoded, the latents after the first
-    (kept clean, as in sampling) noised to σ, and the model's one-step clean estimate x̂0 = x_σ − σ·v decoded.
-    Per σ: PSNR (dB, frames after the first) of the noisy latents decoded as they are (`noisy`) and of the
-    estimate (`estimate`), and the estimate's `sharpness` against the true frames; `vae`: the VAE's own
-    reconstruction, the ceiling."""
-    frames = np.asarray(frames)
-    z = vae.normalize(vae.encode(frames_to_tensor(frames)[None])[0])
+def clean_estimates(model, vae, frames, actions, caps: dict, sigmas, seed: int = 0):
+    """A clip's true latents and `model`'s one-step clean estimates of them: the `frames` (uint8 (T, H, W, 3), a
+    stream's start, T = 1 + 4k) are encoded (z, normalised), the latents after the first (kept clean, as in
+    sampling) noised to each σ in `sigmas` with the noise of `seed`, and x̂0 = x_σ − σ·v. -> (z, [(σ, x_σ, x̂0)])."""
+    z = vae.normalize(vae.encode(frames_to_tensor(np.asarray(frames))[None])[0])
     a = torch.from_numpy(np.asarray(actions, np.float32))[None]
     ctx = model.text([caps['scene']], [caps['character']], [caps['event']])
-    dec = lambda zz: tensor_to_frames(vae.decode(vae.denormalize(zz))[0][0])[1:]
-    eps, out = (torch.randn(z.shape, generator=torch.Generator().manual_seed(seed)),
-                dict(vae=round(psnr(dec(z), frames[1:]), 2)))
+    eps, out = torch.randn(z.shape, generator=torch.Generator().manual_seed(seed)), []
     for s in sigmas:
         sig = torch.full(z.shape[:2], float(s)); sig[:, 0] = 0
         # the schedule's x_σ (its shift plays no part here)
         xs = FlowMatching().noise(z, sig, eps)[0]
-        est = check_finite(xs - sig[..., None, None, None]*model(xs, sig, a, ctx=ctx), model)
+        out.append((s, xs, check_finite(xs - sig[..., None, None, None]*model(xs, sig, a, ctx=ctx), model)))
+    return z, out
+
+@torch.no_grad()
+def denoise_psnr(model, vae, frames, actions, caps: dict, sigmas=(0.1, 0.3, 0.5, 0.7, 0.9),
+                 seed: int = 0) -> dict:
+    """How well `model` recovers a stream's true latents from each noise level in `sigmas` (`clean_estimates`),
+    decoded. Per σ: PSNR (dB, frames after the first) of the noisy latents decoded as they are (`noisy`) and of
+    the estimate (`estimate`), and the estimate's `sharpness` against the true frames; `vae`: the VAE's own
+    reconstruction, the ceiling."""
+    frames = np.asarray(frames)
+    z, ests = clean_estimates(model, vae, frames, actions, caps, sigmas, seed)
+    dec = lambda zz: tensor_to_frames(vae.decode(vae.denormalize(zz))[0][0])[1:]
+    out = dict(vae=round(psnr(dec(z), frames[1:]), 2))
+    for s, xs, est in ests:
         d = dec(est)
         out[f'sigma {s:g}'] = dict(noisy=round(psnr(dec(xs), frames[1:]), 2),
                                    estimate=round(psnr(d, frames[1:]), 2), sharpness=sharpness(d, frames[1:]))
@@ -272,26 +279,19 @@ def denoise_psnr(model, vae, frames, actions, caps: dict, sigmas=(0.1, 0.3, 0.5,
 @torch.no_grad()
 def channel_recovery(model, vae, frames, actions, caps: dict, sigmas=(0.05, 0.1, 0.3, 0.6, 0.9), top: int = 4,
                      seed: int = 0) -> dict:
-    """Which latent channels `model`'s one-step clean estimate recovers from each noise level in `sigmas`, on
-    the clip of `denoise_psnr` (the first latent clean): per σ, the share of the variance explained
-    (1 − squared error / variance, in the VAE's own units, over the latents after the first) in the `top`
-    channels of highest variance (`top`) and in the others (`rest`); `variance_share`: the `top` channels'
-    share of the variance."""
-    z = vae.normalize(vae.encode(frames_to_tensor(np.asarray(frames))[None])[0])
-    a = torch.from_numpy(np.asarray(actions, np.float32))[None]
-    ctx = model.text([caps['scene']], [caps['character']], [caps['event']])
+    """Which latent channels `model`'s one-step clean estimate recovers from each noise level in `sigmas`
+    (`clean_estimates`): per σ, the share of the variance explained (1 − squared error / variance, in the VAE's
+    own units, over the latents after the first) in the `top` channels of highest variance (`top`) and in the
+    others (`rest`); `variance_share`: the `top` channels' share of the variance."""
+    z, ests = clean_estimates(model, vae, frames, actions, caps, sigmas, seed)
     raw = lambda zz: vae.denormalize(zz[0, 1:]).transpose(0, 1).flatten(1)          # (C, n·h·w)
     truth = raw(z)
     var = truth.var(1)
     hi = var.argsort(descending=True)[:top]
     lo = torch.ones_like(var, dtype=torch.bool); lo[hi] = False
-    eps = torch.randn(z.shape, generator=torch.Generator().manual_seed(seed))
     out = dict(variance_share=round((var[hi].sum()/var.sum()).item(), 3))
-    for s in sigmas:
-        sig = torch.full(z.shape[:2], float(s)); sig[:, 0] = 0
-        xs = FlowMatching().noise(z, sig, eps)[0]
-        err = (raw(check_finite(xs - sig[..., None, None, None]*model(xs, sig, a, ctx=ctx), model)) - truth).pow(2)
-        err = err.mean(1)
+    for s, _, est in ests:
+        err = (raw(est) - truth).pow(2).mean(1)
         out[f'sigma {s:g}'] = dict(top=round(1 - (err[hi].sum()/var[hi].sum()).item(), 3),
                                    rest=round(1 - (err[lo].sum()/var[lo].sum()).item(), 3))
     return out

@@ -7,13 +7,13 @@ __all__ = ['DECODER_TRAIN', 'ForcedStream', 'episode_captions', 'stream_latents'
            'PatchCritic', 'critic_loss', 'LitStreamDecoder', 'train_decoder']
 
 # %% ../nbs/10b_stream_decoder.ipynb #7910627b
-import os, time
+import io, time
 from pathlib import Path
 import numpy as np
 import torch, torch.nn as nn, torch.nn.functional as F
 import lightning as L
 from .data import (read_episode, list_episodes, split_of, frames_to_tensor, tensor_to_frames,
-                             timed_events, event_at, write_json_atomic)
+                             timed_events, event_at, write_json_atomic, write_bytes_atomic)
 from .vae import CausalVAE, frames_at, save_vae, load_vae, recon_loss
 from .controls import T_FACTOR
 from .world import FPS
@@ -71,9 +71,8 @@ def encode_stream_pairs(mw, vae, sampler, roots, out, chunk: int = 2, seed: int 
         if not f.exists():
             t0 = time.time()
             gen, _ = stream_latents(mw, vae, sampler, read_episode(p), chunk, seed + i)
-            tmp = out/f'{Path(p).name}.tmp.npz'
-            np.savez(tmp, gen=gen.half().numpy(), episode=str(p))
-            os.replace(tmp, f)
+            buf = io.BytesIO(); np.savez(buf, gen=gen.half().numpy(), episode=str(p))
+            write_bytes_atomic(f, buf.getvalue())
             if progress: print(f"stream latents {i + 1}: {Path(p).name} ({time.time() - t0:.1f} s)", flush=True)
         files.append(f)
     return files

@@ -179,6 +179,10 @@ def _base_model(v, vae, init, preset: str, parts: dict, **fields):
     return model, cfg
 
 # %% ../nbs/05_training.ipynb #a29d7498
+def _every_4th_latent(paths):
+    "Every 4th latent of the encoded episodes `paths`, normalised as encoded: (n, C, h, w) float32."
+    return torch.cat([torch.from_numpy(np.load(p/'latents.npz')['z'][::4].astype(np.float32)) for p in paths])
+
 def _with_token_dims(model, cfg: ModelConfig, token_dims, train, init):
     """With a new `token_dims`: the model (or a new one of `cfg`) carried over to that many principal
     components, fitted on the latents of the `train` episodes. Returns (model, its config, the variance
@@ -188,10 +192,7 @@ def _with_token_dims(model, cfg: ModelConfig, token_dims, train, init):
         if cfg.dit.token_dims:
             raise ValueError(f"the model of {init} sees {cfg.dit.token_dims} components per patch: "
                              "that cannot change")
-        # every 4th latent
-        z = torch.cat([torch.from_numpy(np.load(p/'latents.npz')['z'][::4].astype(np.float32))
-                       for p in train])
-        basis, center, kept = fit_token_basis(z, token_dims, cfg.dit.patch)
+        basis, center, kept = fit_token_basis(_every_4th_latent(train), token_dims, cfg.dit.patch)
         model = with_token_basis(model if model is not None else WorldModel(cfg), basis, center)
         cfg = model.config
     return model, cfg, kept
@@ -223,10 +224,11 @@ def _base_fields(cfg: ModelConfig) -> dict:
                 structured=cfg.control.structured)
 
 # %% ../nbs/05_training.ipynb #fb4b5464
-def _with_latent_scale(v, model, train, out):
-    """The VAE `v` with one scale per channel (and its means), fitted on the
-    latents of the `train` episodes and kept in `out/vae` (read back from there when a run resumes), and the
-    model, if any, carried over to it (`with_latent_stats`): `train_base`'s `latent_scale='channel'`."""
+def _with_latent_scale(v, model, data, out, progress: bool):
+    """`train_base`'s `latent_scale='channel'`: the VAE `v` with one scale per channel (and its means), fitted on
+    the latents of the training episodes under `data` and kept in `out/vae` (read back from there when a run
+    resumes), the model, if any, carried over to it (`with_latent_stats`), and the latents' paths, encoded with
+    it."""
     from worldplay2.fit import vae_fingerprint
     if (out/'vae'/'config.json').exists():
         nv = load_vae(out/'vae')
@@ -234,16 +236,15 @@ def _with_latent_scale(v, model, train, out):
             raise ValueError(f"{out/'vae'} holds another VAE's weights than the one given: use another --out")
     else:
         import copy
-        # every 4th latent, in the VAE's own units
-        raw = v.denormalize(torch.cat([torch.from_numpy(np.load(p/'latents.npz')['z'][::4].astype(np.float32))
-                                       for p in train])).transpose(0, 1).flatten(1)
+        train = split_episodes(encode_latents(v, data, out/'latents', progress))[0]
+        # in the VAE's own units
+        raw = v.denormalize(_every_4th_latent(train)).transpose(0, 1).flatten(1)
         nv = copy.deepcopy(v)
         nv.z_mean.copy_(raw.mean(1)); nv.z_std.copy_(raw.std(1).clamp_min(1e-4))
         save_vae(nv, out/'vae')
-    st = getattr(model, 'latent_stats', None)
-    if model is not None and not (st and np.allclose(st['z_std'], nv.z_std.tolist(), rtol=1e-4)):
-        model = with_latent_stats(model, nv.z_mean, nv.z_std)
-    return nv, model
+    if model is not None: model = with_latent_stats(model, nv.z_mean, nv.z_std)
+    # the latents normalised again, with the new scales
+    return nv, model, encode_latents(nv, data, out/'latents', progress)
 
 # %% ../nbs/05_training.ipynb #3190c81e
 def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_size: int = None, devices=1,
@@ -287,12 +288,9 @@ def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_si
                              p_i2v=p_i2v, p_high_sigma=p_high_sigma, high_sigma=high_sigma,
                              camera_rope=camera_rope, shift=shift, flat_captions=flat_captions, pred=pred,
                              camera_heads=camera_heads)
-    paths = encode_latents(v, data, out/'latents', progress)
+    if latent_scale == 'channel': v, model, paths = _with_latent_scale(v, model, data, out, progress)
+    else: paths = encode_latents(v, data, out/'latents', progress)
     train, val = split_episodes(paths)
-    if latent_scale == 'channel':
-        v, model = _with_latent_scale(v, model, train, out)
-        # the latents normalised again, with the new scales
-        train, val = split_episodes(encode_latents(v, data, out/'latents', progress))
     model, cfg, kept = _with_token_dims(model, cfg, token_dims, train, init)
     steps, bs, lr = ((max_steps or BASE_TRAIN[preset]['max_steps']),
                      (batch_size or BASE_TRAIN[preset]['batch_size']), BASE_TRAIN[preset]['lr'])
