@@ -4,12 +4,12 @@
 
 # %% auto #0
 __all__ = ['VARIANTS', 'SPEEDS', 'STEER_KEYS', 'positive_int', 'nonneg_int', 'positive_float', 'nonneg_float', 'finite_float',
-           'share', 'side', 'number', 'out_file', 'emit', 'cmd_preview', 'cmd_data_generate', 'cmd_data_samples',
-           'one_core', 'cmd_bench_world', 'dmd_config', 'cmd_train', 'cmd_bench_vae', 'cmd_bench_train',
-           'cmd_bench_memory', 'cmd_eval_control', 'cmd_eval_revisit', 'cmd_eval_horizon', 'cmd_eval_pdd',
-           'stream_session', 'cmd_eval_steering', 'cmd_eval_events', 'cmd_models_list', 'cmd_models_card',
-           'cmd_models_push', 'load_player', 'cmd_bench_stream', 'cmd_bench_profile', 'cmd_play', 'cmd_bench_distill',
-           'cmd_demo', 'UsageError', 'parser', 'report_error', 'main']
+           'share', 'unit_float', 'side', 'number', 'out_file', 'emit', 'cmd_preview', 'cmd_data_generate',
+           'cmd_data_samples', 'one_core', 'cmd_bench_world', 'dmd_config', 'cmd_train', 'cmd_bench_vae',
+           'cmd_bench_train', 'cmd_bench_memory', 'cmd_eval_control', 'cmd_eval_revisit', 'cmd_eval_horizon',
+           'cmd_eval_pdd', 'stream_session', 'cmd_eval_steering', 'cmd_eval_events', 'cmd_models_list',
+           'cmd_models_card', 'cmd_models_push', 'load_player', 'cmd_bench_stream', 'cmd_bench_profile', 'cmd_play',
+           'cmd_bench_distill', 'cmd_demo', 'UsageError', 'parser', 'report_error', 'main']
 
 # %% ../nbs/90_cli.ipynb #07f35a5d
 import argparse, json, math, os, re, shutil, signal, sys, threading, time, traceback
@@ -46,6 +46,8 @@ nonneg_float = number(float, lambda x: x >= 0, 'a finite number >= 0')
 finite_float = number(float, lambda x: True, 'a finite number')             # strengths: guidance
 # probabilities, shares, noise levels
 share = number(float, lambda x: 0 <= x <= 1, 'a number from 0 to 1')
+# noise levels short of pure noise: context noise
+unit_float = number(float, lambda x: 0 <= x < 1, 'a number from 0 up to (not including) 1')
 side = number(int, lambda x: x >= 8, 'a frame side in pixels >= 8')        # resolutions
 
 def out_file(path, flag: str = '--out') -> Path:
@@ -142,6 +144,10 @@ def _check_train_args(a):
     if a.flat_captions is not None and a.stage not in ('base', 'teacher', 'student'):
         raise ValueError(f"--flat-captions is for train base, teacher or student, not {a.stage}: "
                          "the later stages keep their model's caption form")
+    for flag in ('context_noise', 'context_sigma'):
+        if getattr(a, flag, None) is not None and a.stage not in ('teacher', 'student', 'pdd'):
+            raise ValueError(f"--{flag.replace('_', '-')} is for train teacher, student or pdd (models with "
+                             f"memory), not {a.stage}")
 
 def _stage_runners() -> dict:
     """Each stage's runner, called as `runner(data, out, preset, max_steps, batch_size, **kw)` with the
@@ -175,8 +181,9 @@ def _stage_runners() -> dict:
 # %% ../nbs/90_cli.ipynb #ee4fadd9
 def _stage_kwargs(a) -> dict:
     "The keywords of `a.stage`'s runner, from its flags."
+    ctx = dict(context_noise=a.context_noise, context_sigma=a.context_sigma)
     memory = dict(init=a.init, vae=a.vae, compressor=a.compressor, window=a.window, memory=a.memory,
-                  flat_captions=a.flat_captions)
+                  flat_captions=a.flat_captions, **ctx)
     extra = dict(base=dict(vae=a.vae, init=a.init, start_share=a.start_share, p_i2v=a.p_i2v,
                            p_high_sigma=a.p_high_sigma, camera_rope=a.camera_rope,
                            camera_heads=a.camera_heads, shift=a.shift, pred=a.pred, token_dims=a.token_dims,
@@ -184,7 +191,7 @@ def _stage_kwargs(a) -> dict:
                            high_sigma=a.high_sigma, travel=a.travel, refine=a.refine,
                            flat_captions=a.flat_captions, latent_scale=a.latent_scale),
                  compressor=dict(vae=a.vae, model=a.model, window=a.window), teacher=memory, student=memory,
-                 pdd=dict(init=a.init, vae=a.vae, window=a.window, solver=a.solver),
+                 pdd=dict(init=a.init, vae=a.vae, window=a.window, solver=a.solver, **ctx),
                  dmd=dict(init=a.init, vae=a.vae, teacher=a.teacher, window=a.window,
                           dmd_config=dmd_config(a)) if a.stage == 'dmd' else {},
                  decoder=dict(init=a.init, vae=a.vae, adv=a.adv, **({} if a.window is None else
@@ -331,7 +338,7 @@ def cmd_eval_horizon(a):
     models, what = {}, {}
     for ck in a.checkpoint or [pretrained('small-student')]:
         # the same VAE for all; each model checked against it
-        mw, vae, sampler, desc = load_player(ck, a.vae)
+        mw, vae, sampler, desc = load_player(ck, a.vae, context_sigma=a.context_sigma)
         name = _run_name(ck)
         if name in models:
             raise ValueError(f"two checkpoints are both named '{name}' (their run folders): "
@@ -366,7 +373,8 @@ def stream_session(a):
     it plays."""
     from worldplay2.realtime import Session
     from worldplay2.train import pretrained
-    mw, vae, sampler, what = load_player(a.checkpoint or pretrained('small-student'), a.vae, a.speed)
+    mw, vae, sampler, what = load_player(a.checkpoint or pretrained('small-student'), a.vae, a.speed,
+                                         context_sigma=a.context_sigma)
     return Session(mw, vae, sampler, seed=a.seed), what
 
 def cmd_eval_steering(a):
@@ -396,6 +404,9 @@ def _stream_args(p, seeds: str):
     p.add_argument('--vae', default=None, help='its VAE (default: the shipped small VAE)')
     p.add_argument('--seeds', type=int, nargs='+', default=list(range(8)), help=seeds)
     p.add_argument('--seed', type=int, default=0, help='seed of the sampler noise')
+    p.add_argument('--context-sigma', type=unit_float, default=None,
+                   help="the noise level the stream gives the latents it remembers (context noise), in place of "
+                        "the model's own")
     p.add_argument('--speed', choices=SPEEDS, default='fp32',
                    help="the network variant, '+traced' for the decoder as a frozen graph "
                         "(demo and play default to --speed auto)")
@@ -527,6 +538,9 @@ def _eval_horizon_args(e):
     h.add_argument('--seeds', type=int, nargs='+', default=[0, 1, 2, 3], help='world seeds (one loop each)')
     h.add_argument('--latents', type=positive_int, default=65, help='latents per rollout (the first given)')
     h.add_argument('--lap-latents', type=positive_int, default=16, help='latents per lap of the loop')
+    h.add_argument('--context-sigma', type=unit_float, default=None,
+                   help="each noise level the streams give the latents it remembers (context noise), in place of "
+                        "each model's own")
     h.add_argument('--json', action='store_true')
     h.set_defaults(fn=cmd_eval_horizon)
 
@@ -558,6 +572,13 @@ def _train_model_args(t):
                    help="compressor, teacher, student: latents per training window (default: the preset's); "
                         "decoder: latents per decoded window (3)")
     t.add_argument('--preset', choices=('tiny', 'small', 'base'), default='small')
+    t.add_argument('--context-noise', type=unit_float, default=None,
+                   help="teacher, student, pdd: noise the memory's latents in training, each sample to a "
+                        "level drawn up to this one, told to the model (context noise; pdd: the student's "
+                        "memory only)")
+    t.add_argument('--context-sigma', type=unit_float, default=None,
+                   help="teacher, student, pdd: the noise level the saved model's streams give the latents "
+                        "they remember (default: the model's own, 0 for a new one)")
     t.add_argument('--init', default=None,
                    help="base: start from this model/ folder (stage 2 after stage 1); "
                         "teacher: the base model (or a model with memory); student: the "
@@ -833,11 +854,13 @@ def _bench_parser(sub):
     for add in (_bench_world_args, _bench_memory_args, _bench_stream_args): add(b)
 
 # %% ../nbs/90_cli.ipynb #f8122573
-def load_player(checkpoint, vae=None, speed: str = 'fp32', info: dict = None):
+def load_player(checkpoint, vae=None, speed: str = 'fp32', info: dict = None, context_sigma: float = None):
     """(MemoryWorld, VAE, sampler, what) for play: a `train pdd`/`dmd` folder (its K steps) or a
     `train student` one (8 Euler steps). `speed`: a network variant of `realtime.SPEED_VARIANTS` (e.g.
     'int8'), optionally with the decoder as a frozen graph ('int8+traced'), or 'auto': the fastest of
-    `realtime.AUTO_SPEEDS` on this machine (`realtime.calibrate_speed`), its report put in `info['speed']`."""
+    `realtime.AUTO_SPEEDS` on this machine (`realtime.calibrate_speed`), its report put in `info['speed']`.
+    `context_sigma`: the noise level its streams give their memory, in place of the model's own
+    (`MemoryConfig.context_sigma`, notebook 07's context noise)."""
     from worldplay2.realtime import apply_speed, speed_parts, calibrate_speed
     if speed != 'auto': speed_parts(speed)
     from worldplay2.hub import from_pretrained
@@ -852,6 +875,10 @@ def load_player(checkpoint, vae=None, speed: str = 'fp32', info: dict = None):
     else:
         raise ValueError(f"{checkpoint} is not a model with memory "
                          "(`train student`, `train pdd` or `train dmd`)")
+    if context_sigma is not None:
+        from dataclasses import replace
+        mw.compressor.mc = replace(mw.compressor.mc, context_sigma=context_sigma)
+        checkpoint = f'{checkpoint} (context sigma {context_sigma:g})'
     v = load_vae(vae or pretrained('small-vae'))
     check_latent_stats(mw.model, v)
     if speed == 'auto':
@@ -943,7 +970,8 @@ def cmd_demo(a):
     # bad input fails before the model loads
     parse_script(a.script or DEMO_SCRIPT); [parse_event(e) for e in events]
     info = {}
-    mw, vae, sampler, what = load_player(a.checkpoint or pretrained('small-student'), a.vae, a.speed, info)
+    mw, vae, sampler, what = load_player(a.checkpoint or pretrained('small-student'), a.vae, a.speed, info,
+                                         a.context_sigma)
     res = demo(Session(mw, vae, sampler, seed=a.seed), a.out, a.script or DEMO_SCRIPT, events,
                a.scene, what=what, speed=info.get('speed'))
     return emit(a, res)
@@ -966,6 +994,9 @@ def _demo_parser(sub):
     p.add_argument('--event', action='append', default=[],
                    help="with --script: 'at 3s: it starts to snow' (repeatable)")
     p.add_argument('--no-events', action='store_true', help="play without the demo's two events")
+    p.add_argument('--context-sigma', type=unit_float, default=None,
+                   help="the noise level the stream gives the latents it remembers (context noise), in place "
+                        "of the model's own")
     p.add_argument('--out', default='demo')
     p.set_defaults(fn=cmd_demo)
 

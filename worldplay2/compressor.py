@@ -37,10 +37,13 @@ class MemoryConfig:
     # 'compressed' | 'full' (all history at full resolution) | 'window' (x_tmp only: no memory)
     mode: str = 'compressed'
     max_cmp: int = None           # keep at most this many compressed steps, dropping the oldest (None: all)
+    # the noise level a stream gives the latents it remembers after the first (context noise, notebook 07):
+    # where a model trained with noised memories reads its own past best; 0: as generated
+    context_sigma: float = 0.0
 
     def __post_init__(self):
         check_fields(self, n_sink='[1, inf)', n_tmp='[0, inf)', l='[1, inf)', s='[1, inf)', d_fine='[1, inf)',
-                     fine_heads='[1, inf)', max_cmp='[0, inf)')
+                     fine_heads='[1, inf)', max_cmp='[0, inf)', context_sigma='[0, 1)')
         if self.d_fine % self.fine_heads:
             raise ValueError(f"MemoryConfig.fine_heads: expected a divisor of d_fine = {self.d_fine}, "
                              f"got {self.fine_heads}")
@@ -180,11 +183,12 @@ def step_grid(mc: MemoryConfig, m: int, g: int):
 
 # %% ../nbs/06_compressor.ipynb #181144a1
 def make_memory(compressor: HistoryCompressor, dit, z, z_lr, e, layout: MemoryLayout = None,
-                offset=None) -> Memory:
+                offset=None, sigma=None) -> Memory:
     """Eq. 4: m_<t for a clip starting at t = z.shape[1]. z (B, t, C, H, W) history latents; z_lr
     (B, ≥ 1 + (t−1)/l, C, H/s, W/s) their low-res latents; e (B, t, d_action) their action embeddings;
     `offset` (B, t, 2), for a `camera_rope` model, their camera offsets since the stream's start (a compressed
-    step takes its latents' mean). Returns [x_sink ; x_cmp ; x_tmp] as `Memory`."""
+    step takes its latents' mean); `sigma` (B, t), the noise level each history latent was given (context
+    noise, notebook 07; None: clean), likewise per frame. Returns [x_sink ; x_cmp ; x_tmp] as `Memory`."""
     mc, p = compressor.mc, dit.c.patch
     B, t, C, H, W = z.shape
     side, g = H//p, H//(mc.s*p)
@@ -193,8 +197,9 @@ def make_memory(compressor: HistoryCompressor, dit, z, z_lr, e, layout: MemoryLa
     frames = []
     # (B, 2) of latents a … b−1
     off = (lambda a, b: None) if offset is None else (lambda a, b: offset[:, a:b].mean(1))
+    sig = (lambda a, b: None) if sigma is None else (lambda a, b: sigma[:, a:b].mean(1))
     full = lambda j, kind: (dit.tokens(z[:, j:j + 1]), e[:, j], kind, False, j, j, frame_grid(j, side),
-                            off(j, j + 1))
+                            off(j, j + 1), sig(j, j + 1))
     frames += [full(j, SINK) for j in lay.sink]
     frames += [full(j, CMP) for j in lay.full if j < lay.tmp_start]     # full-context history
     # from `reach` steps back: the causal convs read that far
@@ -205,18 +210,20 @@ def make_memory(compressor: HistoryCompressor, dit, z, z_lr, e, layout: MemoryLa
         for i, m in enumerate(lay.steps):
             lat = range(mc.l*(m - 1) + 1, mc.l*m + 1)
             frames.append((x_cmp[:, i], e[:, lat.start:lat.stop].mean(1), CMP, True, m, lat.stop - 1,
-                           step_grid(mc, m, g), off(lat.start, lat.stop)))
+                           step_grid(mc, m, g), off(lat.start, lat.stop), sig(lat.start, lat.stop)))
     frames += [full(j, TMP) for j in lay.full if j >= lay.tmp_start]
     if not frames:
         i0 = torch.zeros(0, dtype=torch.long, device=z.device)
         return Memory(z.new_zeros(B, 0, dit.c.d_model), e.new_zeros(B, 0, e.shape[-1]), i0, z.new_zeros(0, 3),
-                      i0, i0.bool(), i0, i0, offset=None if offset is None else z.new_zeros(B, 0, 2))
-    h, es, kind, comp, index, last, pos, offs = zip(*frames)
+                      i0, i0.bool(), i0, i0, offset=None if offset is None else z.new_zeros(B, 0, 2),
+                      sigma=None if sigma is None else z.new_zeros(B, 0))
+    h, es, kind, comp, index, last, pos, offs, sigs = zip(*frames)
     slot = torch.cat([torch.full((x.shape[1],), i, dtype=torch.long) for i, x in enumerate(h)]).to(z.device)
     tl = lambda v, **k: torch.tensor(v, device=z.device, **k)
     return Memory(torch.cat(h, 1), torch.stack(es, 1), slot, torch.cat(pos).to(z.device), tl(kind),
                   tl(comp, dtype=torch.bool), tl(index), tl(last),
-                  offset=None if offset is None else torch.stack(offs, 1))
+                  offset=None if offset is None else torch.stack(offs, 1),
+                  sigma=None if sigma is None else torch.stack(sigs, 1))
 
 # %% ../nbs/06_compressor.ipynb #0e5ac475
 class RetrievalDecoder(nn.Module):

@@ -275,14 +275,20 @@ def make_patchify(c: DiTConfig) -> nn.Module:
 
 @dataclass
 class MemoryTokens:
-    """Clean context tokens set before the clip (the memory of notebook 06): their noise level is 0, and each
-    belongs to a memory frame."""
+    """Context tokens set before the clip (the memory of notebook 06): each belongs to a memory frame, clean
+    (noise level 0) unless `sigma` says otherwise."""
     h: torch.Tensor           # (B, M, D) tokens, already at the model's width
     e: torch.Tensor           # (B, Fm, d_action) one action embedding per memory frame
     slot: torch.Tensor        # (M,) long: the memory frame of each token
     pos: torch.Tensor         # (M, 3) float (t, y, x) RoPE positions, in latents and clip-token units
     # (B, Fm, 2) per memory frame: its camera turn since the stream's start (camera_rope)
     offset: torch.Tensor = field(default=None, kw_only=True)
+    # (B, Fm) per memory frame: the noise level its latents were given (context noise, notebook 07); None: 0
+    sigma: torch.Tensor = field(default=None, kw_only=True)
+
+    def sigmas(self, B: int):
+        "(B, Fm) the memory frames' noise levels, zeros when they are clean."
+        return self.e.new_zeros(B, self.e.shape[1]) if self.sigma is None else self.sigma.to(self.e)
 
     def __len__(self): return self.h.shape[1]
 
@@ -343,11 +349,11 @@ def forward(self: WorldDiT, x, sigma, e, ctx, ctx_mask=None, mask=None, t0=0.0, 
         raise ValueError("the clip's camera offsets and its memory's must come together: "
                          "build the memory with the stream's actions (MemoryWorld.memory) for a "
                          "camera_rope model, without them otherwise")
-    # memory frames first, at noise level 0
+    # memory frames first, at their noise level (0 unless given context noise)
     if memory is not None:
         M, Fm = len(memory), memory.e.shape[1]
         h, e = torch.cat([memory.h, h], 1), torch.cat([memory.e, e], 1)
-        temb = torch.cat([self.temb(timestep_embedding(sigma.new_zeros(B, Fm), self.c.d_model)), temb], 1)
+        temb = torch.cat([self.temb(timestep_embedding(memory.sigmas(B).to(sigma), self.c.d_model)), temb], 1)
         slot = torch.cat([memory.slot, Fm + torch.arange(n, device=x.device).repeat_interleave(S)])
         pos = torch.cat([memory.pos.to(pos), pos])
         if off is not None: off = torch.cat([memory.offset[:, memory.slot].to(off), off], 1)
@@ -376,10 +382,9 @@ def forward(self: WorldDiT, x, sigma, e, ctx, ctx_mask=None, mask=None, t0=0.0, 
 # %% ../nbs/04_dit.ipynb #06b84fb6
 @patch
 def memory_kv(self: WorldDiT, memory: MemoryTokens, ctx, ctx_mask=None, mask=None, past=None):
-    """Per block, the self-attention (k, v) of memory tokens run on their own (noise level 0, no clip):
-    what a KV cache keeps for them."""
-    B, Fm = memory.h.shape[0], memory.e.shape[1]
-    temb = self.temb(timestep_embedding(memory.h.new_zeros(B, Fm), self.c.d_model))
+    """Per block, the self-attention (k, v) of memory tokens run on their own (at their noise level, no
+    clip): what a KV cache keeps for them."""
+    temb = self.temb(timestep_embedding(memory.sigmas(memory.h.shape[0]), self.c.d_model))
     ang = rope_angles(memory.pos, self.c.rope_split)[None, None]
     if memory.offset is not None: ang = self.camera_angles(ang, memory.pos, memory.offset[:, memory.slot])
     h, keep = memory.h, []

@@ -8,7 +8,7 @@ __all__ = ['PDD_TRAIN', 'PDDConfig', 'pdd_sigmas', 'HeadBank', 'PDDWorld', 'PDDS
 
 # %% ../nbs/08_pdd.ipynb #3b3ba362
 from functools import partial
-from dataclasses import dataclass, asdict
+from dataclasses import dataclass, asdict, replace
 from pathlib import Path
 import numpy as np
 import torch, torch.nn as nn, torch.nn.functional as F
@@ -155,9 +155,11 @@ class PDDSampler:
 
 # %% ../nbs/08_pdd.ipynb #0a255f85
 def pdd_loss(student: PDDWorld, ar: MemoryWorld, z, z_lr, actions, captions, t: int, C: int, k: int,
-             generator=None):
+             generator=None, ctx_noise: float = 0.0):
     """Eq. 6 on k chunks of C latents from t: each chunk draws a block and an interval; target = the frozen AR
-    model's velocity there."""
+    model's velocity there. `ctx_noise`: the student's memory is noised (notebook 07's context noise), the AR
+    model's stays true, so the student learns to answer from a noisy past what the AR model does from the
+    true one."""
     pc, (B, dev) = student.pc, (z.shape[0], z.device)
     gdev = generator.device if generator is not None else dev
     s = student.sigmas().to(z)
@@ -170,7 +172,7 @@ def pdd_loss(student: PDDWorld, ar: MemoryWorld, z, z_lr, actions, captions, t: 
     x0 = z[:, t:t + k*C]
     sa = s[a][..., None, None, None]
     x_a = (1 - sa)*x0 + sa*torch.randn(x0.shape, generator=generator, device=gdev).to(z)
-    mem, mask, acts = forcing_inputs(student.mw, z, z_lr, actions, t, C, k)
+    mem, mask, acts = forcing_inputs(student.mw, z, z_lr, actions, t, C, k, ctx_noise, generator)
     # a camera_rope model's offsets count from the stream's start
     turned = turned_before(actions, t)
     # (N, B, n, ...) every interval's mean velocity
@@ -207,7 +209,7 @@ class LitPDD(L.LightningModule):
     def _loss(self, b, generator=None):
         t, caps = clip_start(b, self.fc.chunk*self.fc.chunks, self.student.mw.compressor.mc.l, generator)
         return pdd_loss(self.student, self.ar, b['z'], b['z_lr'], b['actions'], caps, t, self.fc.chunk,
-                        self.fc.chunks, generator)
+                        self.fc.chunks, generator, self.fc.context_noise if self.training else 0.0)
 
     def training_step(self, b, _):
         loss = self._loss(b); self.log('train/loss', loss, prog_bar=True)
@@ -241,17 +243,21 @@ def load_pdd_world(path) -> PDDWorld:
 def train_pdd(data, out, init, vae, preset: str = 'small', max_steps: int = None, batch_size: int = None,
               window: int = None, pdd: PDDConfig = None, forcing: ForcingConfig = None, devices=1,
               strategy='auto', num_workers: int = 0, seed: int = 0, progress: bool = True,
-              **trainer_kw) -> dict:
+              context_noise: float = None, context_sigma: float = None, **trainer_kw) -> dict:
     """Stage 5 (`worldplay2 train pdd`): the chunk-wise student folder `init` (`train student`) gets a bank of
     interval heads and learns eq. 6 from a frozen copy of itself on the episodes under `data` (encoded with
-    the VAE folder `vae`)."""
+    the VAE folder `vae`). `context_noise`, `context_sigma`: as `train_forcing`'s (the student's memory
+    noised in training; the level its streams give their memory)."""
     out, fc, pc = Path(out), forcing or ForcingConfig(), pdd or PDDConfig()
+    if context_noise is not None: fc = replace(fc, context_noise=context_noise)
     if model_kind(init) != 'MemoryWorld':
         raise ValueError("PDD starts from the chunk-wise student (`train student`); "
                          f"{init} is not a model with memory")
     v, ar = load_vae(vae), load_memory_world(init)
     check_latent_stats(ar.model, v, f"the model of {init}")
     student = PDDWorld(load_memory_world(init).train(), pc)
+    if context_sigma is not None:
+        student.mw.compressor.mc = replace(student.mw.compressor.mc, context_sigma=context_sigma)
     hp = PDD_TRAIN[preset]
     steps, bs, n = (max_steps or hp['max_steps'], batch_size or hp['batch_size'],
                     window or FORCING_TRAIN[preset]['window'])

@@ -158,9 +158,16 @@ class WorldStream:
     `step(actions)` per chunk."""
     def __init__(self, mw: MemoryWorld, vae, chunk: int = 2, steps: int = 8, shift: float = None,
                  cache: bool = True, teacher: bool = False, sampler=None, keep_video: bool = True,
-                 bounded: bool = False, static: bool = False):
+                 bounded: bool = False, static: bool = False, context_sigma: float = None,
+                 context_seed: int = 0):
         self.mw, self.vae, self.C, self.use_cache, self.teacher = (mw.eval(), vae.eval(), chunk,
                                                                    cache and not teacher, teacher)
+        # context noise: each latent after the first enters the memory noised to this level (a model trained
+        # with `ForcingConfig.context_noise`); None: the model's own `MemoryConfig.context_sigma`
+        self.context_sigma = mw.compressor.mc.context_sigma if context_sigma is None else float(context_sigma)
+        if not 0 <= self.context_sigma < 1:
+            raise ValueError(f"context_sigma must be in [0, 1), got {self.context_sigma}")
+        self.context_seed = context_seed
         # off for endless play: `video()` then holds the first frame only
         self.keep_video = keep_video
         # endless play: forget latents no memory can read any more
@@ -193,6 +200,11 @@ class WorldStream:
         # action embeddings
         self.hist = dict(z=Grow(z, keep=mc.n_sink), z_lr=Grow(vae.normalize(mu_lr), keep=1), acts=Grow(acts),
                          e=Grow(self.mw.model.actions(acts)))
+        # with context noise, the memory reads noised copies (the first latent, given, stays clean); the noise
+        # of each latent is drawn once, as it enters, so the cache and the reference read the same
+        if self.context_sigma:
+            self.hist.update(zc=Grow(z, keep=mc.n_sink), zc_lr=Grow(vae.normalize(mu_lr), keep=1))
+            self.ctx_gen = torch.Generator(device=frame.device).manual_seed(self.context_seed)
         # camera_rope: each latent's turn since the start
         off = self.mw.offsets(acts)
         if off is not None: self.hist['off'] = Grow(off)
@@ -205,6 +217,14 @@ class WorldStream:
 
     # the history so far (views)
     z, z_lr, acts = (property(lambda self, k=k: self.hist[k].t) for k in ('z', 'z_lr', 'acts'))
+
+    def _context(self):
+        """What the memory reads: the history's latents and low-res latents (`Grow`s; with context noise,
+        their noised copies) and their noise levels (1, latents), None when clean."""
+        if not self.context_sigma: return self.hist['z'], self.hist['z_lr'], None
+        sig = torch.full((1, self.latents), self.context_sigma, device=self.hist['z'].buf.device)
+        sig[:, 0] = 0
+        return self.hist['zc'], self.hist['zc_lr'], sig
 
     # latents so far, the first included
     @property
@@ -252,7 +272,8 @@ def step_frames(self: WorldStream, actions, captions=None, generator=None, **sam
                                                    turned=turned, **kw)
     # the reference: the whole memory, every step
     else:
-        mem = mw.memory(self.z, self.z_lr, self.acts)
+        zc, lrc, sig = self._context()
+        mem = mw.memory(zc.t, lrc.t, self.acts, sigma=sig)
         S = (x.shape[-2]//dit.c.patch)*(x.shape[-1]//dit.c.patch)
         mask = None if self.teacher else forcing_mask(mem, [lay], S, C)
         caps = tuple([f] for f in self.captions)
@@ -280,9 +301,12 @@ def _append(self: WorldStream, x, actions):
     frames = torch.cat(frames, 1)
     # the stream's even frames 4t−2, 4t, …
     mu_lr, _, self.lr_state = vae.encode(shrink(frames[:, 1::mc.l], mc.s), self.lr_state)
-    for k, v in dict(z=x, z_lr=vae.normalize(mu_lr), acts=actions,
-                     e=self.mw.model.actions(actions)).items():
-        self.hist[k].add(v)
+    new = dict(z=x, z_lr=vae.normalize(mu_lr), acts=actions, e=self.mw.model.actions(actions))
+    if self.context_sigma:
+        s, g = self.context_sigma, self.ctx_gen
+        noise = lambda v: (1 - s)*v + s*torch.randn(v.shape, generator=g, device=v.device, dtype=v.dtype)
+        new.update(zc=noise(new['z']), zc_lr=noise(new['z_lr']))
+    for k, v in new.items(): self.hist[k].add(v)
     if 'off' in self.hist: self.hist['off'].add(self.mw.offsets(actions, self.turned))
     self.turned = self.turned + actions[..., :2].sum(1)
     if self.bounded: self._forget()
@@ -301,7 +325,9 @@ def _forget(self: WorldStream):
         a = max(1, lay.steps.start - self.mw.compressor.reach)
         first.append(mc.l*(a - 1) + 1)
         self.hist['z_lr'].forget(a)
+        if self.context_sigma: self.hist['zc_lr'].forget(a)
     self.hist['z'].forget(min(first))
+    if self.context_sigma: self.hist['zc'].forget(min(first))
 
 # %% ../nbs/07a_stream.ipynb #65d80ecb
 @patch
@@ -322,7 +348,8 @@ def _frames(self: WorldStream, lay: MemoryLayout, ctx):
     mw, c = self.mw, self.cache
     dit, e = mw.model.dit, self.hist['e'].t
     off = self.hist['off'].t if 'off' in self.hist else None
-    mk = lambda l_: make_memory(mw.compressor, dit, self.hist['z'], self.hist['z_lr'], e, l_, off)
+    zc, lrc, sig = self._context()
+    mk = lambda l_: make_memory(mw.compressor, dit, zc, lrc, e, l_, off, sig)
     t = self.latents
     # every memory token reads the sink: a new sink, all anew
     if c.sink is None or c.sink_latents != lay.sink:
