@@ -9,7 +9,7 @@ __all__ = ['room_mask', 'KVCache', 'Grow', 'WorldStream']
 from dataclasses import dataclass, field
 import torch
 from fastcore.basics import patch
-from .dit import EulerSampler, Room
+from .dit import EulerSampler, Room, FlowMatching
 from .vae import check_finite
 from .controls import T_FACTOR, flat_caption
 from .compressor import MemoryLayout, memory_layout, make_memory
@@ -304,7 +304,8 @@ def _append(self: WorldStream, x, actions):
     new = dict(z=x, z_lr=vae.normalize(mu_lr), acts=actions, e=self.mw.model.actions(actions))
     if self.context_sigma:
         s, g = self.context_sigma, self.ctx_gen
-        noise = lambda v: (1 - s)*v + s*torch.randn(v.shape, generator=g, device=v.device, dtype=v.dtype)
+        noise = lambda v: FlowMatching().noise(v, v.new_full(v.shape[:2], s), torch.randn(
+            v.shape, generator=g, device=v.device, dtype=v.dtype))[0]
         new.update(zc=noise(new['z']), zc_lr=noise(new['z_lr']))
     for k, v in new.items(): self.hist[k].add(v)
     if 'off' in self.hist: self.hist['off'].add(self.mw.offsets(actions, self.turned))

@@ -112,9 +112,9 @@ def noise_context(z, z_lr, level, generator=None):
     latents z_lr (B, t', C, h, w), all but the first of each (the stream's first frame, given clean) ->
     (z, z_lr, sigma (B, t) per latent)."""
     def noised(x):
-        s = level.to(x).view(-1, *[1]*(x.dim() - 1))
         eps = torch.randn(x.shape, generator=generator, device=x.device, dtype=x.dtype)
-        return torch.cat([x[:, :1], ((1 - s)*x + s*eps)[:, 1:]], 1)
+        xs = FlowMatching().noise(x, level.to(x)[:, None].expand(-1, x.shape[1]), eps)[0]
+        return torch.cat([x[:, :1], xs[:, 1:]], 1)
     sigma = level.to(z)[:, None].expand(-1, z.shape[1]).clone()
     sigma[:, 0] = 0
     return noised(z), noised(z_lr), sigma
