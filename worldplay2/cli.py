@@ -539,8 +539,8 @@ def _eval_horizon_args(e):
     h.add_argument('--latents', type=positive_int, default=65, help='latents per rollout (the first given)')
     h.add_argument('--lap-latents', type=positive_int, default=16, help='latents per lap of the loop')
     h.add_argument('--context-sigma', type=unit_float, default=None,
-                   help="each noise level the streams give the latents it remembers (context noise), in place of "
-                        "each model's own")
+                   help="the noise level every compared model's stream gives the latents it remembers (context "
+                        "noise), in place of each model's own")
     h.add_argument('--json', action='store_true')
     h.set_defaults(fn=cmd_eval_horizon)
 
