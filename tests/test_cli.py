@@ -32,6 +32,8 @@ def test_bad_arguments_give_clear_errors(tmp_path):
     assert r.returncode != 0 and '--flat-captions is for train base, teacher or student, not pdd' in r.stderr and not (tmp_path/'p').exists()
     r = run('train', 'base', '--out', str(tmp_path/'b2'), '--data', str(tmp_path), '--vae', str(tmp_path), '--context-noise', '0.3')
     assert r.returncode != 0 and '--context-noise is for train teacher, student or pdd' in r.stderr and not (tmp_path/'b2').exists()
+    r = run('train', 'pdd', '--out', str(tmp_path/'p2'), '--data', str(tmp_path), '--vae', str(tmp_path), '--init', str(tmp_path), '--anchor')
+    assert r.returncode != 0 and '--anchor is for train teacher or student, not pdd' in r.stderr and not (tmp_path/'p2').exists()
     r = run('eval', 'horizon', '--context-sigma', '1')
     assert r.returncode == 2 and 'argument --context-sigma: must be a number from 0 up to (not including) 1' in r.stderr
 

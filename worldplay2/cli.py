@@ -148,6 +148,9 @@ def _check_train_args(a):
         if getattr(a, flag, None) is not None and a.stage not in ('teacher', 'student', 'pdd'):
             raise ValueError(f"--{flag.replace('_', '-')} is for train teacher, student or pdd (models with "
                              f"memory), not {a.stage}")
+    if a.anchor and a.stage not in ('teacher', 'student'):
+        raise ValueError(f"--anchor is for train teacher or student, not {a.stage}: the later stages keep "
+                         "their model's")
 
 def _stage_runners() -> dict:
     """Each stage's runner, called as `runner(data, out, preset, max_steps, batch_size, **kw)` with the
@@ -183,7 +186,7 @@ def _stage_kwargs(a) -> dict:
     "The keywords of `a.stage`'s runner, from its flags."
     ctx = dict(context_noise=a.context_noise, context_sigma=a.context_sigma)
     memory = dict(init=a.init, vae=a.vae, compressor=a.compressor, window=a.window, memory=a.memory,
-                  flat_captions=a.flat_captions, **ctx)
+                  flat_captions=a.flat_captions, anchor=a.anchor, **ctx)
     extra = dict(base=dict(vae=a.vae, init=a.init, start_share=a.start_share, p_i2v=a.p_i2v,
                            p_high_sigma=a.p_high_sigma, camera_rope=a.camera_rope,
                            camera_heads=a.camera_heads, shift=a.shift, pred=a.pred, token_dims=a.token_dims,
@@ -576,6 +579,10 @@ def _train_model_args(t):
                    help="teacher, student, pdd: noise the memory's latents in training, each sample to a "
                         "level drawn up to this one, told to the model (context noise; pdd: the student's "
                         "memory only)")
+    t.add_argument('--anchor', action='store_true',
+                   help="teacher, student: give the model the anchor (DiTConfig.anchor): each latent also "
+                        "sees the newest latent before its chunk, added to its tokens and, through a gate, "
+                        "to its clean estimate; it starts at zero")
     t.add_argument('--context-sigma', type=unit_float, default=None,
                    help="teacher, student, pdd: the noise level the saved model's streams give the latents "
                         "they remember (default: the model's own, 0 for a new one)")

@@ -16,7 +16,7 @@ import torch
 from .data import frames_to_tensor, tensor_to_frames
 from .controls import T_FACTOR
 from .realtime import Session, true_frames, through_vae
-from .teacher_forcing import ForcingWindows, turned_before, frames_of, _acts
+from .teacher_forcing import ForcingWindows, turned_before, frames_of, _acts, chunk_anchors
 from .dit import FlowMatching
 
 # %% ../nbs/10a_events.ipynb #db3d6357
@@ -183,7 +183,7 @@ def caption_use(mw, paths, n: int = 39, L: int = 8, sigmas=(0.6, 0.95, 1.0), see
             acts, turned, x0 = a[:, frames_of(t):frames_of(t + L)], turned_before(a, t), z[:, t:t + L]
             def loss(x, sig, v, scene, event):
                 pred = mw.model(x, sig, acts, ([scene], [it['character']], [event]), memory=mem, t0=t,
-                                turned=turned)
+                                turned=turned, anchor=chunk_anchors(mw, z, t, L, 1))
                 return float(fm.loss(pred, v, torch.ones(1, L)))
             for s in sigmas:
                 sig = torch.full((1, L), float(s))

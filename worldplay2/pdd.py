@@ -172,23 +172,23 @@ def pdd_loss(student: PDDWorld, ar: MemoryWorld, z, z_lr, actions, captions, t: 
     x0 = z[:, t:t + k*C]
     sa = s[a][..., None, None, None]
     x_a = (1 - sa)*x0 + sa*torch.randn(x0.shape, generator=generator, device=gdev).to(z)
-    mem, mask, acts = forcing_inputs(student.mw, z, z_lr, actions, t, C, k, ctx_noise, generator)
+    mem, mask, acts, anchor = forcing_inputs(student.mw, z, z_lr, actions, t, C, k, ctx_noise, generator)
     # a camera_rope model's offsets count from the stream's start
     turned = turned_before(actions, t)
     # (N, B, n, ...) every interval's mean velocity
-    u = student(x_a, s[a], acts, captions, mem, t0=t, mask=mask, turned=turned)
+    u = student(x_a, s[a], acts, captions, mem, t0=t, mask=mask, turned=turned, anchor=anchor)
     j = torch.arange(pc.n, device=dev)[:, None, None]
     # (N, B, n) σ widths of intervals a … i−1
     step = torch.where((j >= a) & (j < i), (s[1:] - s[:-1])[:, None, None], 0.0)
     # the student's own state at interval i (stop-gradient)
     x_i = x_a + (step[..., None, None, None]*u.detach()).sum(0)
     with torch.no_grad():
-        tmem, tmask, _ = forcing_inputs(ar, z, z_lr, actions, t, C, k)
-        v = ar(x_i, s[i], acts, captions, tmem, t0=t, mask=tmask, turned=turned)
+        tmem, tmask, _, tanchor = forcing_inputs(ar, z, z_lr, actions, t, C, k)
+        v = ar(x_i, s[i], acts, captions, tmem, t0=t, mask=tmask, turned=turned, anchor=tanchor)
         if pc.solver == 'midpoint':
             sm = (s[i] + s[i + 1])/2
             v = ar(x_i + (sm - s[i])[..., None, None, None]*v, sm, acts, captions, tmem, t0=t, mask=tmask,
-                   turned=turned)
+                   turned=turned, anchor=tanchor)
     u_i = u.gather(0, i[None, ..., None, None, None].expand((1,) + u.shape[1:]))[0]
     return F.mse_loss(u_i, v)
 

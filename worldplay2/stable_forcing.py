@@ -21,7 +21,7 @@ from .dit import FlowMatching
 from .controls import (still_actions, mirror_actions, guide, turned_before, frames_of,
                                  frame_spans, T_FACTOR)
 from .teacher_forcing import (MemoryWorld, ForcingConfig, teacher_loss, forcing_loaders,
-                                        load_memory_world, model_kind)
+                                        load_memory_world, model_kind, chunk_anchors)
 from .stream import WorldStream
 from .pdd import PDDWorld, PDDConfig, save_pdd_world, load_pdd_world
 from .revisit import loop_rollout
@@ -129,7 +129,8 @@ def clip_scores(real: MemoryWorld, fake: MemoryWorld, ro: Rollout, captions, dc:
         acts, caps = ro.actions[:, frames_of(t):frames_of(t + Lc)], _clip_captions(captions, t, chunk)
         hist = (ro.z[:, :t], ro.z_lr, ro.actions[:, :frames_of(t)])
         score = lambda m, mem, a: m(x_s, s.expand(1, Lc), a, caps, mem, t0=t,
-                                    turned=turned_before(ro.actions, t))
+                                    turned=turned_before(ro.actions, t),
+                                    anchor=chunk_anchors(m, ro.z, t, Lc, 1))
         mem = real.memory(*hist)
         v_real = score(real, mem, acts)
         if dc.guidance != 1.0:

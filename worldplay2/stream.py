@@ -226,6 +226,12 @@ class WorldStream:
         sig[:, 0] = 0
         return self.hist['zc'], self.hist['zc_lr'], sig
 
+    def _anchor(self):
+        """An anchor model's anchor for the next chunk (`DiTConfig.anchor`): the newest latent as the memory
+        reads it, (1, 1, C, h, w); None for other models."""
+        if not self.mw.config.dit.anchor: return None
+        return self._context()[0][:, self.latents - 1:self.latents]
+
     # latents so far, the first included
     @property
     def latents(self) -> int: return self.hist['z'].shape[1]
@@ -257,6 +263,8 @@ def step_frames(self: WorldStream, actions, captions=None, generator=None, **sam
     # turned: the chunk's offsets count on from there
     t, dit, turned = self.latents, mw.model.dit, self.turned
     lay = memory_layout(mw.compressor.mc, t)
+    # an anchor model's newest latent, for every latent of the chunk
+    anc = self._anchor()
     x = self.hist['z'].new_zeros((1, C) + self.hist['z'].shape[2:])
     if self.use_cache:
         # a no-op unless the captions changed
@@ -266,10 +274,10 @@ def step_frames(self: WorldStream, actions, captions=None, generator=None, **sam
         past = _kv_room(parts, n, self.room)
         mask = None if self.room is None else room_mask(self.cache.tokens, self.room, n, x.device)
         vel = lambda x_, s_, cond, **kw: mw.model(x_, s_, actions, ctx=ctx, t0=t, past=past, mask=mask,
-                                                  turned=turned, **kw)
+                                                  turned=turned, anchor=anc, **kw)
         # frames, not a copy
         kept = lambda x_, s_, cond, **kw: mw.model(x_, s_, actions, ctx=ctx, t0=t, past=_cat_kv(parts),
-                                                   turned=turned, **kw)
+                                                   turned=turned, anchor=anc, **kw)
     # the reference: the whole memory, every step
     else:
         zc, lrc, sig = self._context()
@@ -278,7 +286,7 @@ def step_frames(self: WorldStream, actions, captions=None, generator=None, **sam
         mask = None if self.teacher else forcing_mask(mem, [lay], S, C)
         caps = tuple([f] for f in self.captions)
         vel = kept = lambda x_, s_, cond, **kw: mw(x_, s_, actions, caps, mem, t0=t, mask=mask,
-                                                   turned=turned, **kw)
+                                                   turned=turned, anchor=anc, **kw)
     x = self.sampler(vel, x, generator=generator, **sampler_kw)
     self.velocity = kept
     yield from self._append(x, actions)

@@ -4,9 +4,9 @@
 
 # %% auto #0
 __all__ = ['FORCING_TRAIN', 'ForcingConfig', 'MemoryWorld', 'memory_self_mask', 'forcing_mask', 'chunk_layouts', 'noise_context',
-           'teacher_loss', 'forcing_inputs', 'student_loss', 'ForcingWindows', 'clip_start', 'LitForcing',
-           'memory_world_config', 'memory_world_from_config', 'save_memory_world', 'load_memory_world', 'model_kind',
-           'forcing_loaders', 'train_forcing', 'memory_tokens']
+           'chunk_anchors', 'teacher_loss', 'forcing_inputs', 'student_loss', 'ForcingWindows', 'clip_start',
+           'LitForcing', 'memory_world_config', 'memory_world_from_config', 'save_memory_world', 'load_memory_world',
+           'model_kind', 'forcing_loaders', 'train_forcing', 'memory_tokens']
 
 # %% ../nbs/07_teacher_forcing.ipynb #202f817f
 import json, math, time
@@ -19,7 +19,7 @@ from einops import rearrange, repeat
 from .data import event_at, timed_events, load_json, split_episodes, write_json_atomic
 from .vae import VAEConfig, check_fields, save_weights, load_net, load_vae
 from .dit import (WorldModel, DiTConfig, ModelConfig, FlowMatching, flow_step,
-                            model_config)
+                            model_config, with_new_parts)
 from .compressor import (MemoryConfig, MemoryLayout, Memory, HistoryCompressor, memory_layout,
                                    make_memory, load_compressor, SINK, CMP, TMP)
 from .controls import ControlConfig, FIELDS, camera_offsets, turned_before, frames_of
@@ -121,42 +121,51 @@ def noise_context(z, z_lr, level, generator=None):
 
 def _history(mw: MemoryWorld, z, z_lr, actions, t: int, layout=None, ctx_noise: float = 0.0, generator=None):
     """The memory of latents < t: of the true latents, or (`ctx_noise` > 0) of them noised to a level drawn
-    per sample from [0, ctx_noise] (`noise_context`)."""
-    if not ctx_noise: return mw.memory(z[:, :t], z_lr, _acts(actions, t), layout)
+    per sample from [0, ctx_noise] (`noise_context`). -> (memory, the latents < t it read)."""
+    if not ctx_noise: return mw.memory(z[:, :t], z_lr, _acts(actions, t), layout), z[:, :t]
     level = torch.rand(z.shape[0], generator=generator, device=z.device)*ctx_noise
     zn, lrn, sig = noise_context(z[:, :t], z_lr, level, generator)
-    return mw.memory(zn, lrn, _acts(actions, t), layout, sig)
+    return mw.memory(zn, lrn, _acts(actions, t), layout, sig), zn
+
+def chunk_anchors(mw: MemoryWorld, zh, t: int, C: int, k: int):
+    """An anchor model's anchors (`DiTConfig.anchor`, notebook 04) for k chunks of C latents from t: per
+    latent (B, k·C, C, h, w), the history latent just before its chunk, as the memory read it (`zh`, from
+    `_history`). None for a model without the anchor."""
+    if not mw.config.dit.anchor: return None
+    return torch.stack([zh[:, t + i*C - 1] for i in range(k)], 1).repeat_interleave(C, 1)
 
 def teacher_loss(mw: MemoryWorld, fm: FlowMatching, z, z_lr, actions, captions, t: int, L: int,
                  generator=None, ctx_noise: float = 0.0):
     """Eq. 5 for the bidirectional teacher: memory of latents < t (with `ctx_noise`, noised: `_history`),
     flow matching on latents t … t+L−1, no mask."""
-    mem = _history(mw, z, z_lr, actions, t, ctx_noise=ctx_noise, generator=generator)
+    mem, zh = _history(mw, z, z_lr, actions, t, ctx_noise=ctx_noise, generator=generator)
     return flow_step(mw.model, fm, z[:, t:t + L], actions[:, frames_of(t):frames_of(t + L)], captions,
-                     generator, i2v=False, memory=mem, t0=t, turned=turned_before(actions, t))
+                     generator, i2v=False, memory=mem, t0=t, turned=turned_before(actions, t),
+                     anchor=chunk_anchors(mw, zh, t, L, 1))
 
 def forcing_inputs(mw: MemoryWorld, z, z_lr, actions, t: int, C: int, k: int, ctx_noise: float = 0.0,
                    generator=None):
     """What k chunks of C latents from t see under teacher forcing: the packed memory of the true latents
     (with `ctx_noise`, noised: `_history`), Fig. 3's mask, the chunks' actions (their turn before,
-    `turned_before(actions, t)`, goes with them to a `camera_rope` model)."""
+    `turned_before(actions, t)`, goes with them to a `camera_rope` model) and, for an anchor model, each
+    latent's anchor (`chunk_anchors`; None otherwise)."""
     mc = mw.compressor.mc
     if C % mc.l:
         raise ValueError(f"a chunk of {C} latents does not hold whole compressed steps of l = {mc.l}")
     lays, union = chunk_layouts(mc, t, C, k)
     # the last chunk's start: the packed memory's history
     last = t + (k - 1)*C
-    mem = _history(mw, z, z_lr, actions, last, union, ctx_noise, generator)
+    mem, zh = _history(mw, z, z_lr, actions, last, union, ctx_noise, generator)
     mask = forcing_mask(mem, lays, (z.shape[-2]//mw.config.dit.patch)*(z.shape[-1]//mw.config.dit.patch), C)
-    return mem, mask, actions[:, frames_of(t):frames_of(t + k*C)]
+    return mem, mask, actions[:, frames_of(t):frames_of(t + k*C)], chunk_anchors(mw, zh, t, C, k)
 
 def student_loss(mw: MemoryWorld, fm: FlowMatching, z, z_lr, actions, captions, t: int, C: int, k: int,
                  generator=None, ctx_noise: float = 0.0):
     """Eq. 5 for the chunk-wise student by teacher forcing: k chunks of C latents from t, each with its own
     memory (Fig. 3's mask; with `ctx_noise`, noised: `_history`)."""
-    mem, mask, acts = forcing_inputs(mw, z, z_lr, actions, t, C, k, ctx_noise, generator)
+    mem, mask, acts, anchor = forcing_inputs(mw, z, z_lr, actions, t, C, k, ctx_noise, generator)
     return flow_step(mw.model, fm, z[:, t:t + k*C], acts, captions, generator, i2v=False, sigma_per=C,
-                     memory=mem, t0=t, mask=mask, turned=turned_before(actions, t))
+                     memory=mem, t0=t, mask=mask, turned=turned_before(actions, t), anchor=anchor)
 
 # %% ../nbs/07_teacher_forcing.ipynb #38f0ff88
 class ForcingWindows(torch.utils.data.Dataset):
@@ -289,7 +298,8 @@ def train_forcing(data, out, mode: str, init, vae, compressor=None, preset: str 
                   max_steps: int = None, batch_size: int = None, window: int = None,
                   forcing: ForcingConfig = None, devices=1, strategy='auto', num_workers: int = 0,
                   seed: int = 0, progress: bool = True, memory: str = None, flat_captions: bool = None,
-                  context_noise: float = None, context_sigma: float = None, **trainer_kw) -> dict:
+                  context_noise: float = None, context_sigma: float = None, anchor: bool = False,
+                  **trainer_kw) -> dict:
     """Stage 4 (`worldplay2 train teacher|student`): encode the episodes under `data` with the VAE folder
     `vae`, then train the bidirectional teacher or the chunk-wise student on eq. 5. `init`: a model with
     memory (a teacher, for the student), or — for the teacher — a world model folder of stages 1–2, joined to
@@ -299,7 +309,9 @@ def train_forcing(data, out, mode: str, init, vae, compressor=None, preset: str 
     True: the caption as one undivided sentence (`ControlConfig.structured` false, the Tab. 6 ablation);
     False: as the three fields; None keeps the model's. `context_noise`: train on memories noised up to this
     level (`ForcingConfig.context_noise`); `context_sigma`: the level the saved model's streams give their
-    memory (`MemoryConfig.context_sigma`; None keeps the model's)."""
+    memory (`MemoryConfig.context_sigma`; None keeps the model's). `anchor`: give a model without one the
+    anchor (`DiTConfig.anchor`, notebook 04: each latent also sees the newest latent before its chunk), which
+    starts at zero; a model with it keeps it."""
     out, fc = Path(out), forcing or ForcingConfig()
     if context_noise is not None: fc = replace(fc, context_noise=context_noise)
     if mode not in ('teacher', 'student'): raise ValueError(f"unknown mode '{mode}'; known: teacher, student")
@@ -326,6 +338,8 @@ def train_forcing(data, out, mode: str, init, vae, compressor=None, preset: str 
         raise ValueError(f"{init} remembers with {mw.compressor.mc.mode} memory: train a new teacher from "
                          f"a base model for {memory} memory")
     check_latent_stats(mw.model, v, f"the model of {init}")
+    if anchor and not mw.config.dit.anchor:
+        mw = MemoryWorld(with_new_parts(mw.model, anchor=True), mw.compressor).train()
     if context_sigma is not None: mw.compressor.mc = replace(mw.compressor.mc, context_sigma=context_sigma)
     # the text encoder reads this config
     if flat_captions is not None: mw.model.config.control.structured = not flat_captions
@@ -342,6 +356,7 @@ def train_forcing(data, out, mode: str, init, vae, compressor=None, preset: str 
                    episodes=len(paths), init=str(init),
                    compressor=None if compressor is None else str(compressor), forcing=asdict(fc),
                    memory=asdict(mc), structured=mw.model.config.control.structured,
+                   anchor=mw.config.dit.anchor,
                    val_loss=round(run['val/loss'], 4), wall_s_this_run=run['wall_s'],
                    params=sum(p.numel() for p in mw.parameters()))
     write_json_atomic(out/'metrics.json', metrics)
