@@ -71,3 +71,8 @@ def test_checkpoint_of_another_model_is_refused_untouched(data, tmp_path):
     assert r.returncode == 2 and one_error_line(r.stderr, 'worldplay2: error: '), r.stderr[-800:]
     assert 'holds a checkpoint of another model' in r.stderr and 'screen' in r.stderr
     assert {p: hashlib.sha1(p.read_bytes()).hexdigest() for p in files} == before
+    # the other way: the checkpoint has a part this run does not
+    placed = base[:8] + ['--out', str(tmp_path/'b2'), '--max-steps', '2', '--screen-pos', '--quiet']
+    assert run(*placed).returncode == 0
+    r = run(*placed[:-4], '--max-steps', '4', '--quiet')
+    assert r.returncode == 2 and 'holds a checkpoint of another model' in r.stderr and 'which this run does not have' in r.stderr, r.stderr[-800:]

@@ -499,6 +499,8 @@ def with_new_parts(model: WorldModel, screen_pos: bool = False, travel: bool = F
                          f"({', '.join(has)})")
     cfg = copy.deepcopy(model.config)
     for k in asked: setattr(getattr(cfg, NEW_PARTS[k][0]), k, True)
+    # the fields' checks again, with the parts on (the anchor needs a clean estimate)
+    cfg.dit.__post_init__(); cfg.control.__post_init__()
     new = WorldModel(cfg)
     missing, unexpected = new.load_state_dict(model.state_dict(), strict=False)
     added = {n for n, _ in new.named_parameters() if n not in dict(model.named_parameters())}

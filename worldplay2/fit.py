@@ -80,6 +80,11 @@ class RunGuard(L.Callback):
                 raise ValueError(f"{self.path} holds a checkpoint of another model "
                                  f"({was}; this run's {k} is {tuple(v.shape)}): "
                                  "rerun with the settings it was started with, or give another --out")
+        extra = next((k for k in have if k not in pl_module.state_dict()), None)
+        if extra is not None:
+            raise ValueError(f"{self.path} holds a checkpoint of another model ({extra}, which this run "
+                             "does not have): rerun with the settings it was started with, or give another "
+                             "--out")
 
     def on_load_checkpoint(self, trainer, pl_module, checkpoint):
         # OneCycleLR keeps its length: stretch it to max_steps

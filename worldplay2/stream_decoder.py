@@ -72,6 +72,7 @@ def true_past_psnr(mw, vae, sampler, script: str, scene=3, chunks: int = 0, chun
     from worldplay2.control_eval import true_frames
     from worldplay2.vae import recon_metrics
     w, acts, n = world_of(scene), parse_script(script), T_FACTOR*chunk
+    if w is None: raise ValueError(f"the true render needs a world seed (e.g. 3), not the caption {scene!r}")
     k = len(acts)//n
     if k < 1: raise ValueError(f"the script {script!r} has {len(acts)} frames: a chunk takes {n}")
     x = frames_to_tensor(true_frames(w, acts[:k*n], vae.config.res))[None]
