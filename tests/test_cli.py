@@ -191,6 +191,16 @@ def test_every_training_stage_from_the_shell(tmp_path):
     r = run('eval', 'horizon', '--checkpoint', str(d/'dmd'/'model'), '--checkpoint', str(d/'dmd'/'model'), '--vae', str(d/'vae'/'vae'))
     assert r.returncode != 0 and "both named 'dmd'" in r.stderr
 
+def test_eval_true_past():
+    "A stream given the true render for its first chunks plays it (the VAE's ceiling), then draws on from it."
+    r = run('eval', 'true-past', '--script', 'w*16 right*8', '--chunks', '0', '2', '--json')
+    assert r.returncode == 0, r.stderr
+    by = json.loads(r.stdout)['psnr_by_chunk']
+    own, told = by['0'], by['2']
+    assert len(own) == len(told) == 3 and told[0] > own[0] and told[1] > own[1] and told[2] != own[2]
+    r = run('eval', 'true-past', '--script', 'w*3')
+    assert r.returncode != 0 and 'a chunk takes 8' in r.stderr
+
 def test_models_list_json():
     "The shipped models, each with its class, stage, size and measured results (every result carries the command that printed it)."
     r = run('models', 'list', '--json')

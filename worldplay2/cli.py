@@ -7,9 +7,10 @@ __all__ = ['VARIANTS', 'SPEEDS', 'STEER_KEYS', 'positive_int', 'nonneg_int', 'po
            'share', 'unit_float', 'side', 'number', 'out_file', 'emit', 'cmd_preview', 'cmd_data_generate',
            'cmd_data_samples', 'one_core', 'cmd_bench_world', 'dmd_config', 'cmd_train', 'cmd_bench_vae',
            'cmd_bench_train', 'cmd_bench_memory', 'cmd_eval_control', 'cmd_eval_revisit', 'cmd_eval_horizon',
-           'cmd_eval_pdd', 'stream_session', 'cmd_eval_steering', 'cmd_eval_events', 'cmd_models_list',
-           'cmd_models_card', 'cmd_models_push', 'load_player', 'cmd_bench_stream', 'cmd_bench_profile', 'cmd_play',
-           'cmd_bench_distill', 'cmd_demo', 'UsageError', 'parser', 'report_error', 'main']
+           'cmd_eval_true_past', 'cmd_eval_pdd', 'stream_session', 'cmd_eval_steering', 'cmd_eval_events',
+           'cmd_models_list', 'cmd_models_card', 'cmd_models_push', 'load_player', 'cmd_bench_stream',
+           'cmd_bench_profile', 'cmd_play', 'cmd_bench_distill', 'cmd_demo', 'UsageError', 'parser', 'report_error',
+           'main']
 
 # %% ../nbs/90_cli.ipynb #07f35a5d
 import argparse, json, math, os, re, shutil, signal, sys, threading, time, traceback
@@ -351,6 +352,17 @@ def cmd_eval_horizon(a):
     res['checkpoints'] = what
     return emit(a, res)
 
+def cmd_eval_true_past(a):
+    """Where does a stream leave the world? A key script played by a stream that remembers the true render for
+    its first K chunks, then its own frames: PSNR against the world per chunk, one run per K."""
+    from worldplay2.stream_decoder import true_past_psnr
+    from worldplay2.train import pretrained
+    mw, vae, sampler, what = load_player(a.checkpoint or pretrained('small-student'), a.vae)
+    res = dict(psnr_by_chunk={str(k): true_past_psnr(mw, vae, sampler, a.script, a.scene, k, seed=a.seed)
+                              for k in a.chunks},
+               script=a.script, scene=a.scene, seed=a.seed, checkpoint=what)
+    return emit(a, res)
+
 # %% ../nbs/90_cli.ipynb #7559677b
 def cmd_eval_pdd(a):
     """Few-step quality: the PDD student's K steps vs the AR student's plain K Euler steps vs its many steps,
@@ -546,6 +558,21 @@ def _eval_horizon_args(e):
                         "noise), in place of each model's own")
     h.add_argument('--json', action='store_true')
     h.set_defaults(fn=cmd_eval_horizon)
+    tp = e.add_parser('true-past',
+                      help='where does a stream leave the world? a key script played by a stream that '
+                           'remembers the true render for its first K chunks, then its own: PSNR vs the '
+                           'world per chunk, per K')
+    tp.add_argument('--checkpoint', default=None,
+                    help='a model with memory (train student / pdd / dmd); default: the shipped small student')
+    tp.add_argument('--vae', default=None, help='its vae/ folder (default: the shipped small VAE)')
+    tp.add_argument('--script', default='w*32 right*64',
+                    help="the key script, as for play (default: the demo's walk into a wall and turn)")
+    tp.add_argument('--scene', type=int, default=3, help="the world seed (default 3, the demo's)")
+    tp.add_argument('--chunks', type=nonneg_int, nargs='+', default=[0],
+                    help='K: the chunks remembered from the true render, one run each (default 0)')
+    tp.add_argument('--seed', type=int, default=0, help='the noise seed')
+    tp.add_argument('--json', action='store_true')
+    tp.set_defaults(fn=cmd_eval_true_past)
 
 def _eval_parser(sub):
     e = (sub.add_parser('eval', help='evaluations (JSON with --json)')
