@@ -14,15 +14,15 @@ import torch, torch.nn as nn, torch.nn.functional as F
 import lightning as L
 from .data import (read_episode, list_episodes, split_of, frames_to_tensor, tensor_to_frames,
                              timed_events, event_at, write_json_atomic, write_bytes_atomic)
-from .vae import CausalVAE, frames_at, save_vae, load_vae, recon_loss
+from .vae import CausalVAE, frames_at, save_vae, load_vae, recon_loss, recon_metrics
 from .controls import T_FACTOR
 from .world import FPS
 from .stream import WorldStream
 from .teacher_forcing import frames_of
-from .control_eval import psnr, sharpness
+from .control_eval import psnr, sharpness, true_frames
 from .fit import fit_stage, check_latent_stats, check_run_choice, check_data
 from .pdd import load_pdd_world
-from .realtime import apply_speed
+from .realtime import apply_speed, parse_script, world_of
 
 # %% ../nbs/10b_stream_decoder.ipynb #9965711c
 class ForcedStream(WorldStream):
@@ -68,9 +68,6 @@ def true_past_psnr(mw, vae, sampler, script: str, scene=3, chunks: int = 0, chun
     """PSNR (dB) against the world of each whole chunk of key `script` (as for `worldplay2 play`), played from
     world `scene`'s start view by a stream that remembers the true render for its first `chunks` chunks and
     its own frames after them (`ForcedStream`); the remembered chunks play the true latents, decoded."""
-    from worldplay2.realtime import parse_script, world_of
-    from worldplay2.control_eval import true_frames
-    from worldplay2.vae import recon_metrics
     w, acts, n = world_of(scene), parse_script(script), T_FACTOR*chunk
     if w is None: raise ValueError(f"the true render needs a world seed (e.g. 3), not the caption {scene!r}")
     k = len(acts)//n
