@@ -34,6 +34,12 @@ def test_bad_arguments_give_clear_errors(tmp_path):
     assert r.returncode != 0 and '--context-noise is for train teacher, student or pdd' in r.stderr and not (tmp_path/'b2').exists()
     r = run('train', 'pdd', '--out', str(tmp_path/'p2'), '--data', str(tmp_path), '--vae', str(tmp_path), '--init', str(tmp_path), '--anchor')
     assert r.returncode != 0 and '--anchor is for train teacher or student, not pdd' in r.stderr and not (tmp_path/'p2').exists()
+    r = run('train', 'teacher', '--out', str(tmp_path/'t'), '--data', str(tmp_path), '--vae', str(tmp_path), '--init', str(tmp_path), '--patch', '2')
+    assert r.returncode != 0 and '--patch is for train base (a new model), not teacher' in r.stderr and not (tmp_path/'t').exists()
+    r = run('train', 'base', '--out', str(tmp_path/'b3'), '--data', str(tmp_path), '--vae', str(tmp_path), '--res', '64')
+    assert r.returncode != 0 and "--res is for train vae, not base" in r.stderr and not (tmp_path/'b3').exists()
+    r = run('train', 'vae', '--out', str(tmp_path/'v0'), '--data', str(tmp_path), '--max-steps', '0')
+    assert r.returncode != 0 and '--max-steps 0 is for train vae --init' in r.stderr and not (tmp_path/'v0').exists()
     r = run('eval', 'horizon', '--context-sigma', '1')
     assert r.returncode == 2 and 'argument --context-sigma: must be a number from 0 up to (not including) 1' in r.stderr
 
@@ -80,6 +86,12 @@ def test_shipped_small_vae_bench_and_eval_defaults():
     assert out['psnr_gt'] > 12                                 # a guard: broken weights give noise at ~8 dB
     from worldplay2.control_eval import best_for_control
     assert out['checkpoint'] == str(best_for_control())
+    r = run('eval', 'denoise', '--json', '--episodes', '1', '--frames', '9')
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out['episodes'] == 1 and (out['res'], out['patch']) == (128, 4) and out['checkpoint'] == str(best_for_control())
+    # the estimate from little noise lies nearer the truth than from much, and below the VAE's own ceiling
+    assert out['vae_psnr'] > out['x0_psnr_sigma_0.1'] > out['x0_psnr_sigma_0.9'] > 12
 
 def test_eval_events_from_the_shell():
     "`eval events` types an event into the shipped student's stream and judges it against the world with and without it."

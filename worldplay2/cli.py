@@ -6,11 +6,11 @@
 __all__ = ['VARIANTS', 'SPEEDS', 'STEER_KEYS', 'positive_int', 'nonneg_int', 'positive_float', 'nonneg_float', 'finite_float',
            'share', 'unit_float', 'side', 'number', 'out_file', 'emit', 'cmd_preview', 'cmd_data_generate',
            'cmd_data_samples', 'one_core', 'cmd_bench_world', 'dmd_config', 'cmd_train', 'cmd_bench_vae',
-           'cmd_bench_train', 'cmd_bench_memory', 'cmd_eval_control', 'cmd_eval_revisit', 'cmd_eval_horizon',
-           'cmd_eval_true_past', 'cmd_eval_pdd', 'stream_session', 'cmd_eval_steering', 'cmd_eval_events',
-           'cmd_models_list', 'cmd_models_card', 'cmd_models_push', 'load_player', 'cmd_bench_stream',
-           'cmd_bench_profile', 'cmd_play', 'cmd_bench_distill', 'cmd_demo', 'UsageError', 'parser', 'report_error',
-           'main']
+           'cmd_bench_train', 'cmd_bench_memory', 'cmd_eval_control', 'cmd_eval_denoise', 'cmd_eval_revisit',
+           'cmd_eval_horizon', 'cmd_eval_true_past', 'cmd_eval_pdd', 'stream_session', 'cmd_eval_steering',
+           'cmd_eval_events', 'cmd_models_list', 'cmd_models_card', 'cmd_models_push', 'load_player',
+           'cmd_bench_stream', 'cmd_bench_profile', 'cmd_play', 'cmd_bench_distill', 'cmd_demo', 'UsageError', 'parser',
+           'report_error', 'main']
 
 # %% ../nbs/90_cli.ipynb #07f35a5d
 import argparse, json, math, os, re, shutil, signal, sys, threading, time, traceback
@@ -149,6 +149,12 @@ def _check_train_args(a):
         if getattr(a, flag, None) is not None and a.stage not in ('teacher', 'student', 'pdd'):
             raise ValueError(f"--{flag.replace('_', '-')} is for train teacher, student or pdd (models with "
                              f"memory), not {a.stage}")
+    if a.res is not None and a.stage != 'vae':
+        raise ValueError(f"--res is for train vae, not {a.stage}: a model's frame side is its VAE's")
+    if a.patch is not None and a.stage != 'base':
+        raise ValueError(f"--patch is for train base (a new model), not {a.stage}")
+    if a.max_steps == 0 and not (a.stage == 'vae' and a.init is not None):
+        raise ValueError("--max-steps 0 is for train vae --init (refit a trained VAE, no training)")
     if a.anchor and a.stage not in ('teacher', 'student'):
         raise ValueError(f"--anchor is for train teacher or student, not {a.stage}: the later stages keep "
                          "their model's")
@@ -188,7 +194,8 @@ def _stage_kwargs(a) -> dict:
     ctx = dict(context_noise=a.context_noise, context_sigma=a.context_sigma)
     memory = dict(init=a.init, vae=a.vae, compressor=a.compressor, window=a.window, memory=a.memory,
                   flat_captions=a.flat_captions, anchor=a.anchor, **ctx)
-    extra = dict(base=dict(vae=a.vae, init=a.init, start_share=a.start_share, p_i2v=a.p_i2v,
+    extra = dict(vae=dict(init=a.init, res=a.res),
+                 base=dict(vae=a.vae, init=a.init, start_share=a.start_share, p_i2v=a.p_i2v, patch=a.patch,
                            p_high_sigma=a.p_high_sigma, camera_rope=a.camera_rope,
                            camera_heads=a.camera_heads, shift=a.shift, pred=a.pred, token_dims=a.token_dims,
                            neg_weight=a.neg_actions, neg_ratio=a.neg_ratio, screen_pos=a.screen_pos,
@@ -266,14 +273,15 @@ def cmd_bench_memory(a):
     return emit(a, res)
 
 # %% ../nbs/90_cli.ipynb #adadbe2b
-def cmd_eval_control(a):
-    """Control accuracy of a trained base model or memory teacher's DiT against the world's true renders
-    (held-out episodes)."""
+def _base_for_eval(a) -> tuple:
+    """`eval control` and `eval denoise`: the model of `--checkpoint` (a base model, or a memory teacher's
+    DiT; default: the shipped model best at control), its VAE and the held-out episodes of `--data` (default:
+    the samples) -> (checkpoint, model, vae, episodes)."""
     from worldplay2.train import pretrained
     from worldplay2.fit import check_latents_match, check_latent_stats
     from worldplay2.vae import load_vae
     from worldplay2.hub import from_pretrained
-    from worldplay2.control_eval import eval_control, eval_motions, model_generator, best_for_control
+    from worldplay2.control_eval import best_for_control
     from worldplay2.data import list_episodes, split_episodes, samples_dir
     if (a.checkpoint is None) != (a.vae is None):
         raise ValueError("pass both --checkpoint DIR (model/ of `worldplay2 train base` or `train teacher`) "
@@ -284,13 +292,19 @@ def cmd_eval_control(a):
     # a memory teacher's DiT, evaluated from the first frame alone
     model = net.model if type(net).__name__ == 'MemoryWorld' else net
     if type(model).__name__ != 'WorldModel':
-        raise ValueError(f"{ck} holds a {type(net).__name__}: eval control takes a base model (`train base`) "
+        raise ValueError(f"{ck} holds a {type(net).__name__}: eval {a.sub} takes a base model (`train base`) "
                          "or a memory teacher (`train teacher`)")
     vae = load_vae(a.vae or pretrained('small-vae'))
     check_latents_match(vae.config, model.config.vae, 'the VAE', 'the model'); check_latent_stats(model, vae)
     eps = [p for p in list_episodes(a.data or samples_dir()) if (p/'frames.npz').exists()]
     # the samples' worlds are never trained on
-    held_out = (split_episodes(eps)[1] or eps) if a.data else eps
+    return ck, model, vae, (split_episodes(eps)[1] or eps) if a.data else eps
+
+def cmd_eval_control(a):
+    """Control accuracy of a trained base model or memory teacher's DiT against the world's true renders
+    (held-out episodes)."""
+    from worldplay2.control_eval import eval_control, eval_motions, model_generator
+    ck, model, vae, held_out = _base_for_eval(a)
     gen = model_generator(model, vae, a.steps, a.cfg, a.seed, a.guide, a.cfg_above)
     # one key script from world start views, chunk by chunk
     if a.script:
@@ -309,6 +323,14 @@ def cmd_eval_control(a):
         res = eval_control(gen, held_out, clip=a.clip, res=vae.config.res, max_clips=a.clips,
                            per_clip=a.per_clip, spread=a.spread)
     return emit(a, res | dict(checkpoint=str(ck)))
+
+def cmd_eval_denoise(a):
+    """How much of the true latents a base model's one-step clean estimate keeps, from each noise level: PSNR
+    and sharpness decoded, the strong and faint channels' variance explained (`denoise_report`)."""
+    from worldplay2.control_eval import denoise_report
+    ck, model, vae, held_out = _base_for_eval(a)
+    res = denoise_report(model, vae, held_out[:a.episodes], frames=a.frames, seed=a.seed)
+    return emit(a, res | dict(checkpoint=str(ck), res=vae.config.res, patch=model.config.dit.patch))
 
 # %% ../nbs/90_cli.ipynb #24ffd310
 def cmd_eval_revisit(a):
@@ -473,6 +495,17 @@ def _eval_control_args(e):
                    help="with --script: the chunks averaged start here (e.g. 4: after 'w*32')")
     c.add_argument('--json', action='store_true')
     c.set_defaults(fn=cmd_eval_control)
+    d = e.add_parser('denoise',
+                     help="a base model's one-step clean estimate from each noise level of held-out "
+                          "clips: PSNR and sharpness decoded, strong and faint latent channels recovered")
+    d.add_argument('--checkpoint', default=None, help='as for eval control')
+    d.add_argument('--vae', default=None, help='as for eval control')
+    d.add_argument('--data', default=None, help='as for eval control')
+    d.add_argument('--episodes', type=positive_int, default=4, help='held-out episodes (the first ones)')
+    d.add_argument('--frames', type=positive_int, default=33, help='frames from each start (1 + 4k)')
+    d.add_argument('--seed', type=int, default=0, help='seed of the noise')
+    d.add_argument('--json', action='store_true')
+    d.set_defaults(fn=cmd_eval_denoise)
 
 # %% ../nbs/90_cli.ipynb #f6ce83b5
 def _eval_stream_args(e):
@@ -602,6 +635,9 @@ def _train_model_args(t):
                    help="compressor, teacher, student: latents per training window (default: the preset's); "
                         "decoder: latents per decoded window (3)")
     t.add_argument('--preset', choices=('tiny', 'small', 'base'), default='small')
+    t.add_argument('--res', type=side, default=None,
+                   help="vae: the frame side in pixels (default: the preset's, or --init's); the VAE is "
+                        "convolutional, so a trained one reads frames of another side")
     t.add_argument('--context-noise', type=unit_float, default=None,
                    help="teacher, student, pdd: noise the memory's latents in training, each sample to a "
                         "level drawn up to this one, told to the model (context noise; pdd: the student's "
@@ -614,7 +650,8 @@ def _train_model_args(t):
                    help="teacher, student, pdd: the noise level the saved model's streams give the latents "
                         "they remember (default: the model's own, 0 for a new one)")
     t.add_argument('--init', default=None,
-                   help="base: start from this model/ folder (stage 2 after stage 1); "
+                   help="vae: start from this trained vae/ folder; "
+                        "base: start from this model/ folder (stage 2 after stage 1); "
                         "teacher: the base model (or a model with memory); student: the "
                         "teacher's model/ folder; pdd: the student's model/ folder; dmd: the "
                         "pdd model/ folder (or the student's, for the no-PDD-init ablation); decoder: the "
@@ -664,6 +701,9 @@ def _train_base_args(t):
     t.add_argument('--shift', type=float, default=None,
                    help="base: timestep shift of the noise levels trained at and "
                         "sampled with (DiTConfig.shift; default: the model config's)")
+    t.add_argument('--patch', type=positive_int, default=None,
+                   help="base: the patch side of a new model's DiT (DiTConfig.patch; default: the "
+                        "preset's); its latent side is the VAE's")
     t.add_argument('--token-dims', type=nonneg_int, default=None,
                    help="base: how many principal components of each latent patch the model "
                         "sees and predicts (DiTConfig.token_dims; fitted on the training "
@@ -704,7 +744,9 @@ def _train_run_args(t):
     t.add_argument('--data', nargs='+', help='episode folder(s) (every stage but all)')
     t.add_argument('--workers', type=positive_int, default=1, help='all: processes generating the data')
     t.add_argument('--out', required=True, help='run folder: checkpoints, logs, final model, metrics.json')
-    t.add_argument('--max-steps', type=positive_int, default=None)
+    t.add_argument('--max-steps', type=nonneg_int, default=None,
+                   help="training steps (default: the preset's); 0 only for vae --init: refit the latent "
+                        "statistics, no training")
     t.add_argument('--max-time', type=float, default=None,
                    help="seconds of training in this invocation, then it saves the model and stops; the "
                         "same command trains as long again (the learning-rate schedule spans --max-steps). "

@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['TURNING', 'ALIKE_PSNR', 'MOTIONS', 'psnr', 'grad_mag', 'sharpness', 'true_render', 'true_frames', 'judge_clip',
            'eval_control', 'eval_motions', 'script_psnr', 'model_generator', 'best_for_control', 'clean_estimates',
-           'denoise_psnr', 'channel_recovery']
+           'denoise_psnr', 'channel_recovery', 'denoise_report']
 
 # %% ../nbs/05a_control_eval.ipynb #165e8fa4
 import json, math
@@ -295,3 +295,31 @@ def channel_recovery(model, vae, frames, actions, caps: dict, sigmas=(0.05, 0.1,
         out[f'sigma {s:g}'] = dict(top=round(1 - (err[hi].sum()/var[hi].sum()).item(), 3),
                                    rest=round(1 - (err[lo].sum()/var[lo].sum()).item(), 3))
     return out
+
+# %% ../nbs/05a_control_eval.ipynb #57bba005
+@torch.no_grad()
+def denoise_report(model, vae, episodes, frames: int = 33, sigmas=(0.1, 0.3, 0.5, 0.7, 0.9),
+                   recovery_sigmas=(0.05, 0.1, 0.5, 0.9), seed: int = 0) -> dict:
+    """`denoise_psnr` and `channel_recovery` of `model` over the first `frames` frames (1 + 4k) of each of the
+    synthetic `episodes` (at the VAE's frame side), averaged: `x0_psnr_sigma_S` and `x0_sharpness_sigma_S` per σ
+    in `sigmas`, `recovered_top_sigma_S` and `recovered_rest_sigma_S` per σ in `recovery_sigmas`,
+    `variance_share_top` and `vae_psnr` (the VAE's own reconstruction, the ceiling)."""
+    from worldplay2.vae import frames_at
+    if (frames - 1) % vae.config.t_factor:
+        raise ValueError(f"frames: expected 1 + {vae.config.t_factor}k frames (whole latents), got {frames}")
+    recs = []
+    for p in episodes:
+        ep = read_episode(p)
+        if len(ep) < frames: raise ValueError(f"{p}: {len(ep)} frames, fewer than frames={frames}")
+        f, acts = frames_at(ep, vae.config.res)[:frames], ep.actions[:frames]
+        caps = dict(scene=ep.caption['scene'], character=ep.caption['character'] or '',
+                    event=event_at(ep.caption, 0.0))
+        dn = denoise_psnr(model, vae, f, acts, caps, sigmas, seed)
+        cr = channel_recovery(model, vae, f, acts, caps, recovery_sigmas, seed=seed)
+        recs.append(dict(vae_psnr=dn['vae'], variance_share_top=cr['variance_share'],
+                         **{f'x0_psnr_sigma_{s:g}': dn[f'sigma {s:g}']['estimate'] for s in sigmas},
+                         **{f'x0_sharpness_sigma_{s:g}': dn[f'sigma {s:g}']['sharpness'] for s in sigmas},
+                         **{f'recovered_{g}_sigma_{s:g}': cr[f'sigma {s:g}'][g]
+                            for s in recovery_sigmas for g in ('top', 'rest')}))
+    if not recs: raise ValueError("denoise_report needs at least one episode")
+    return {k: round(float(np.mean([r[k] for r in recs])), 3) for k in recs[0]} | dict(episodes=len(recs))

@@ -4,11 +4,11 @@
 
 # %% auto #0
 __all__ = ['VAE_TRAIN', 'BASE_TRAIN', 'PRETRAINED_DIR', 'WHEEL_MODELS', 'REPO_MODELS', 'train_vae', 'LitWorld', 'save_world',
-           'load_world', 'train_base', 'shipped_names', 'pretrained']
+           'load_world', 'new_model_config', 'train_base', 'shipped_names', 'pretrained']
 
 # %% ../nbs/05_training.ipynb #f418d020
 import itertools, json, time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 import torch
 import lightning as L
@@ -28,31 +28,53 @@ from .fit import (check_data, check_latents_match, check_latent_stats, make_trai
 VAE_TRAIN = dict(tiny=dict(max_steps=300, batch_size=8), small=dict(max_steps=1500, batch_size=8),
                  base=dict(max_steps=100_000, batch_size=16))
 
+def _vae_start(preset: str, init, res) -> CausalVAE:
+    """The VAE `train_vae` starts from: a new one of `preset`, or the trained vae/ folder `init`; either at
+    the frame side `res` (None: its own). The VAE is convolutional, so a trained one encodes and decodes
+    frames of any side that its levels divide."""
+    if init is None: return CausalVAE(vae_config(preset, **({} if res is None else dict(res=res))))
+    v = load_vae(init)
+    if res is None or res == v.config.res: return v
+    new = CausalVAE(replace(v.config, res=res))
+    new.load_state_dict(v.state_dict())
+    return new
+
 def train_vae(data, out, preset: str = 'small', max_steps: int = None, batch_size: int = None, devices=1,
-              strategy='auto', num_workers: int = 0, seed: int = 0, progress: bool = True,
-              **trainer_kw) -> dict:
+              strategy='auto', num_workers: int = 0, seed: int = 0, progress: bool = True, init=None,
+              res: int = None, **trainer_kw) -> dict:
     """Train a `CausalVAE` of `preset` on the episodes under `data`; resumes from `out/checkpoints/last.ckpt`.
-    Returns the metrics."""
-    cfg, out = vae_config(preset), Path(out)
+    `init`: start from this trained vae/ folder instead (its config; `preset` still sets the step count and
+    batch size); `res`: the frame side, for a VAE of another resolution than the preset's or `init`'s (the
+    data must be of that side). With `init`, `max_steps` 0 trains nothing: the VAE is only refitted to the
+    data's latent statistics (a trained VAE read at another frame side). Returns the metrics."""
+    out = Path(out)
+    if max_steps == 0 and init is None:
+        raise ValueError("max_steps 0 (no training) needs init, a trained VAE to refit")
+    v0 = _vae_start(preset, init, res)
+    cfg = v0.config
     n_eps = check_data(data, cfg.res)
-    steps, bs = max_steps or VAE_TRAIN[preset]['max_steps'], batch_size or VAE_TRAIN[preset]['batch_size']
+    steps = VAE_TRAIN[preset]['max_steps'] if max_steps is None else max_steps
+    bs = batch_size or VAE_TRAIN[preset]['batch_size']
     L.seed_everything(seed, verbose=False)
     dm = WorldDataModule(data, history=0, clip=cfg.n_frames(3), stride=4, batch_size=bs,
                          num_workers=num_workers, seed=seed, cache=512)
-    lit = LitVAE(CausalVAE(cfg), max_steps=steps)
+    lit = LitVAE(v0, max_steps=max(steps, 1))
     resume = resume_path(out)
     # a fresh run starts from the PCA code of (up to) 8 batches
-    if resume is None:
+    if resume is None and init is None:
         dm.setup()
         pca_init(lit.vae, torch.cat([b['frames'] for b in itertools.islice(dm.train_dataloader(), 8)]))
-    trainer = make_trainer(out, steps, devices, strategy, progress=progress, **trainer_kw)
     t0 = time.time()
-    trainer.fit(lit, dm, ckpt_path=resume)
-    if trainer.global_rank != 0: return {}
+    if steps:
+        trainer = make_trainer(out, steps, devices, strategy, progress=progress, **trainer_kw)
+        trainer.fit(lit, dm, ckpt_path=resume)
+        if trainer.global_rank != 0: return {}
+    else: dm.setup()
     vae = lit.vae.eval()
     fit_latent_stats(vae, dm.train_dataloader())
     save_vae(vae, out/'vae')
-    metrics = dict(stage='vae', preset=preset, steps=int(trainer.global_step), batch_size=bs, episodes=n_eps,
+    metrics = dict(stage='vae', preset=preset, steps=int(trainer.global_step) if steps else 0, batch_size=bs,
+                   episodes=n_eps, init=None if init is None else str(init),
                    wall_s_this_run=round(time.time() - t0, 1), **bench_vae(vae, dm.val_paths))
     write_json_atomic(out/'metrics.json', metrics)
     return metrics
@@ -164,16 +186,28 @@ def _set_base_fields(cfg: ModelConfig, asked: dict, p_i2v, p_high_sigma, high_si
     for k, on in asked.items(): setattr(getattr(cfg, NEW_PARTS[k][0]), k, on)
     # checked against heads
     if camera_heads is not None: cfg.dit.camera_heads = camera_heads; cfg.dit.__post_init__()
+    return cfg
 
-def _base_model(v, vae, init, preset: str, parts: dict, **fields):
+def new_model_config(preset: str, vae: VAEConfig, patch: int = None) -> ModelConfig:
+    """`preset`'s model on the latents of `vae`: the DiT's channels and latent side are the VAE's (a VAE of
+    another frame side gives a model of that side), `patch` its patch side (None: the preset's)."""
+    cfg = model_config(preset)
+    dit = replace(cfg.dit, z_ch=vae.z_ch, latent_res=vae.latent_res, patch=patch or cfg.dit.patch)
+    return ModelConfig(vae, dit, replace(cfg.control, t_factor=vae.t_factor))
+
+def _base_model(v, vae, init, preset: str, parts: dict, patch: int = None, **fields):
     """The model `train_base` starts from (None for a new one) and its config: the model/ folder `init` with
-    the `parts` ({part: on, or None to keep}) asked for, or `preset`'s, on the VAE `v` (of the folder `vae`),
-    with the config `fields` it was given."""
+    the `parts` ({part: on, or None to keep}) asked for, or `preset`'s on the VAE `v` (of the folder `vae`)
+    with patch side `patch` (`new_model_config`), with the config `fields` it was given."""
     asked = {k: on for k, on in parts.items() if on is not None}
     model = _base_init(init, v, asked)
-    cfg = model.config if model is not None else model_config(preset)
-    check_latents_match(v.config, cfg.vae, f"{vae}: the VAE",
-                        f"the model of {init}" if init is not None else f"preset {preset}")
+    if model is None:
+        return None, _set_base_fields(new_model_config(preset, v.config, patch), asked, **fields)
+    cfg = model.config
+    if patch is not None and patch != cfg.dit.patch:
+        raise ValueError(f"the model of {init} has patch {cfg.dit.patch}: a trained model's patch cannot "
+                         f"change (patch {patch} is for a new model)")
+    check_latents_match(v.config, cfg.vae, f"{vae}: the VAE", f"the model of {init}")
     cfg.vae = v.config
     _set_base_fields(cfg, asked, **fields)
     return model, cfg
@@ -221,7 +255,7 @@ def _base_fields(cfg: ModelConfig) -> dict:
                 camera_rope=cfg.dit.camera_rope, camera_heads=cfg.dit.camera_heads,
                 screen_pos=cfg.dit.screen_pos, travel=cfg.control.travel, shift=cfg.dit.shift,
                 pred=cfg.dit.pred, token_dims=cfg.dit.token_dims, refine=cfg.dit.refine,
-                structured=cfg.control.structured)
+                structured=cfg.control.structured, res=cfg.vae.res, patch=cfg.dit.patch)
 
 # %% ../nbs/05_training.ipynb #fb4b5464
 def _with_latent_scale(v, model, data, out, progress: bool):
@@ -253,39 +287,40 @@ def train_base(data, out, preset: str = 'small', max_steps: int = None, batch_si
                p_high_sigma: float = None, camera_rope: bool = None, camera_heads: int = None,
                shift: float = None, neg_weight: float = 0.0, neg_ratio: float = 1.0, screen_pos: bool = None,
                high_sigma: float = None, travel: bool = None, pred: str = None, token_dims: int = None,
-               refine: bool = None, flat_captions: bool = None, latent_scale: str = None,
+               refine: bool = None, flat_captions: bool = None, latent_scale: str = None, patch: int = None,
                **trainer_kw) -> dict:
     """Stages 1–2: encode the episodes under `data` with the trained VAE (`vae`: its folder), then train the
     bidirectional WorldModel of `preset` — from scratch, or from the model/ folder `init` of an earlier run
-    (its network config; `preset` still sets the step count, batch size and learning rate). A `start_share` of
-    the training windows (drawn with replacement) start at a stream's lone first frame; `p_i2v` overrides the
-    chance that a window's first latent is given clean, `p_high_sigma` the chance that a window's noise level
-    is drawn from [high_sigma, 1] (see `flow_step`), `camera_rope` whether the rotary positions turn with the
-    camera (`DiTConfig.camera_rope`; no new weights, so a model trained without can be fine-tuned with) and
-    `camera_heads` in how many heads of each block (`DiTConfig.camera_heads`, 0 = all), `shift` the timestep
-    shift of the noise levels it trains at and samples with (`DiTConfig.shift`: higher draws noisier levels),
-    `neg_weight` and `neg_ratio` those of `flow_step`'s mirrored-actions hinge (0: none), `screen_pos` whether
-    each token also learns its place on the screen (`DiTConfig.screen_pos`; a model trained without gains it,
-    starting at zero), `high_sigma` the lower end of the noise levels drawn with `p_high_sigma`
-    (`DiTConfig.high_sigma`), `travel` whether the actions also give the walk and turn since the clip's first
-    latent (`ControlConfig.travel`; gained likewise), `pred` what the head predicts (`DiTConfig.pred`: 'x0',
-    or 'skip', where the clean latent also passes around the network), `token_dims` how many principal
-    components of each latent patch the model sees and predicts (`DiTConfig.token_dims`; fitted on the
-    training latents, a model trained on whole patches is carried over by `with_token_basis`), `refine`
-    whether a convolutional refiner corrects the head's answer at latent resolution (`DiTConfig.refine`;
-    gained likewise), `flat_captions` whether the caption is one undivided sentence instead of the three
-    fields (`ControlConfig.structured` false, the Tab. 6 ablation; the same weights read either, so a model
-    can be fine-tuned into the other form; None keeps the model's, structured for a new one), `latent_scale`
-    'channel' to normalise the latents with one scale per channel instead of the VAE's shared one (the VAE so
-    rescaled is written to `out/vae`, the one the later stages take; a model `init` is carried over by
-    `with_latent_stats`)."""
+    (its network config; `preset` still sets the step count, batch size and learning rate). A new model takes
+    its latent side from the VAE and its patch side from `patch` (None: the preset's; `new_model_config`). A
+    `start_share` of the training windows (drawn with replacement) start at a stream's lone first frame;
+    `p_i2v` overrides the chance that a window's first latent is given clean, `p_high_sigma` the chance that a
+    window's noise level is drawn from [high_sigma, 1] (see `flow_step`), `camera_rope` whether the rotary
+    positions turn with the camera (`DiTConfig.camera_rope`; no new weights, so a model trained without can be
+    fine-tuned with) and `camera_heads` in how many heads of each block (`DiTConfig.camera_heads`, 0 = all),
+    `shift` the timestep shift of the noise levels it trains at and samples with (`DiTConfig.shift`: higher
+    draws noisier levels), `neg_weight` and `neg_ratio` those of `flow_step`'s mirrored-actions hinge (0:
+    none), `screen_pos` whether each token also learns its place on the screen (`DiTConfig.screen_pos`; a
+    model trained without gains it, starting at zero), `high_sigma` the lower end of the noise levels drawn
+    with `p_high_sigma` (`DiTConfig.high_sigma`), `travel` whether the actions also give the walk and turn
+    since the clip's first latent (`ControlConfig.travel`; gained likewise), `pred` what the head predicts
+    (`DiTConfig.pred`: 'x0', or 'skip', where the clean latent also passes around the network), `token_dims`
+    how many principal components of each latent patch the model sees and predicts (`DiTConfig.token_dims`;
+    fitted on the training latents, a model trained on whole patches is carried over by `with_token_basis`),
+    `refine` whether a convolutional refiner corrects the head's answer at latent resolution
+    (`DiTConfig.refine`; gained likewise), `flat_captions` whether the caption is one undivided sentence
+    instead of the three fields (`ControlConfig.structured` false, the Tab. 6 ablation; the same weights read
+    either, so a model can be fine-tuned into the other form; None keeps the model's, structured for a new
+    one), `latent_scale` 'channel' to normalise the latents with one scale per channel instead of the VAE's
+    shared one (the VAE so rescaled is written to `out/vae`, the one the later stages take; a model `init` is
+    carried over by `with_latent_stats`)."""
     out = Path(out)
     if latent_scale not in (None, 'shared', 'channel'):
         raise ValueError(f"latent_scale: expected 'shared' or 'channel', got {latent_scale!r}")
     _check_base_args(vae, start_share, p_i2v, p_high_sigma, high_sigma, shift, neg_weight, neg_ratio)
     v = load_vae(vae)
     model, cfg = _base_model(v, vae, init, preset, dict(screen_pos=screen_pos, travel=travel, refine=refine),
-                             p_i2v=p_i2v, p_high_sigma=p_high_sigma, high_sigma=high_sigma,
+                             patch, p_i2v=p_i2v, p_high_sigma=p_high_sigma, high_sigma=high_sigma,
                              camera_rope=camera_rope, shift=shift, flat_captions=flat_captions, pred=pred,
                              camera_heads=camera_heads)
     if latent_scale == 'channel': v, model, paths = _with_latent_scale(v, model, data, out, progress)

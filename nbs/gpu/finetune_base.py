@@ -11,7 +11,14 @@ weights (float16, in two shards), the metrics and the training log under OUT. Ev
 are never overrun. Data and runs go under WORK (default runs/gpu, relative to the repository). MINI=1 rehearses it all on a CPU in a few minutes (a handful of episodes, batch 4, 6 steps).
 The two stages ran with git 80b1cd6's copy, which moved the VAE to the GPU by wrapping its `encode`; `encode_latents` now does
 that itself (`device=None`: a GPU when there is one). REFINE=1 adds the refiner (`train base --refine`, notebook 04) before
-training; the base card's `refiner_ablation` has its CPU test."""
+training; the base card's `refiner_ablation` has its CPU test.
+
+Another frame side, from scratch: RES=64 renders the data at 64 pixels and reads the shipped VAE at that side (`train vae
+--init worldplay2/pretrained/small-vae --res 64 --max-steps 0`: its latent statistics refitted on the new data, written under
+WORK/vae64); INIT=none trains a new model of patch PATCH (default 2) instead of fine-tuning one, at P_HIGH (default 0 for a new
+model, 0.7 for a fine-tune) of its windows at the noisiest levels; the base card's `patch_ablation` has its CPU test:
+
+    OUT=results T_END=$(( $(date +%s) + 540 )) RES=64 INIT=none PATCH=2 python3 nbs/gpu/finetune_base.py"""
 import json, os, sys, time, traceback
 from pathlib import Path
 import torch
@@ -27,39 +34,46 @@ log('cuda', CUDA, torch.__version__, torch.cuda.get_device_name() if CUDA else '
 from worldplay2.cli import main as cli
 from worldplay2.fit import encode_latents
 from worldplay2.vae import load_vae
-from worldplay2.train import load_world, train_base
+from worldplay2.train import load_world, train_base, train_vae, new_model_config
+from worldplay2.dit import WorldModel
 from worldplay2.dit import FlowMatching, flow_step
 WORK = Path(os.environ.get('WORK', 'runs/gpu'))                  # data and runs, under the repository (git ignores runs/)
 D, RUN = WORK/'data', WORK/'finetune'
 W = str(min(16, os.cpu_count() or 2))
-sets = ([('small128', 'navigation', 4, 11, 0), ('small128', 'loop', 2, 11, 0), ('small128', 'event', 2, 11, 0), ('more128', 'navigation', 3, 4, 1)]
+RES = os.environ.get('RES', '128')
+sets = ([(f'small{RES}', 'navigation', 4, 11, 0), (f'small{RES}', 'loop', 2, 11, 0), (f'small{RES}', 'event', 2, 11, 0), (f'more{RES}', 'navigation', 3, 4, 1)]
         if MINI else
-        [('small128', 'navigation', 144, 11, 0), ('small128', 'loop', 48, 11, 0), ('small128', 'event', 16, 11, 0), ('more128', 'navigation', 800, 4, 1)])
-extra = ('extra128', 'navigation', 2 if MINI else 1200, 11, 2)
+        [(f'small{RES}', 'navigation', 144, 11, 0), (f'small{RES}', 'loop', 48, 11, 0), (f'small{RES}', 'event', 16, 11, 0), (f'more{RES}', 'navigation', 800, 4, 1)])
+extra = (f'extra{RES}', 'navigation', 2 if MINI else 1200, 11, 2)
 roots, rate = [], None
 for name, kind, n, sec, seed in sets:
     t = time.time()
-    cli(['data', 'generate', '--out', str(D/name), '--episodes', str(n), '--kind', kind, '--seconds', str(sec), '--res', '128',
+    cli(['data', 'generate', '--out', str(D/name), '--episodes', str(n), '--kind', kind, '--seconds', str(sec), '--res', RES,
          '--seed', str(seed), '--workers', W, '--quiet'])
     if rate is None: rate = n/(time.time() - t)                     # 11-s episodes a second, from the first set
     roots.append(D/name); log('generated', name, kind, n)
 name, kind, n, sec, seed = extra
 n = n if MINI else min(n, int(rate*min(float(os.environ.get('EXTRA_S', 75)), left() - 450)))          # at most 75 s of generating, and only while time allows
 if n > 0:
-    cli(['data', 'generate', '--out', str(D/name), '--episodes', str(n), '--kind', kind, '--seconds', str(sec), '--res', '128',
+    cli(['data', 'generate', '--out', str(D/name), '--episodes', str(n), '--kind', kind, '--seconds', str(sec), '--res', RES,
          '--seed', str(seed), '--workers', W, '--quiet'])
     roots.append(D/name); log('generated', name, kind, n)
 roots = sorted(set(roots))
 
 VAE = 'worldplay2/pretrained/small-vae'; INIT = os.environ.get('INIT', 'worldplay2/pretrained/small-base')
+if RES != '128':                                                 # the shipped VAE read at RES, its statistics refitted
+    if not (WORK/f'vae{RES}'/'vae').exists(): train_vae(D/f'small{RES}', WORK/f'vae{RES}', 'small', max_steps=0, init=VAE, res=int(RES), progress=False)
+    VAE = str(WORK/f'vae{RES}'/'vae')
+NEW = INIT == 'none'; INIT = None if NEW else INIT; PATCH = int(os.environ.get('PATCH', 2)) if NEW else None
+P_HIGH = float(os.environ.get('P_HIGH', 0.0 if NEW else 0.7))
 v = load_vae(VAE)
 with torch.no_grad(): paths = encode_latents(v, roots, RUN/'latents', progress=False)       # on the GPU when there is one
 log('encoded', len(paths), 'episodes')
 
 B = 4 if MINI else 128
-m = load_world(INIT).train(); dev = 'cuda' if CUDA else 'cpu'; m.to(dev)
+m = (WorldModel(new_model_config('small', v.config, PATCH)) if NEW else load_world(INIT)).train(); dev = 'cuda' if CUDA else 'cpu'; m.to(dev)
 c, fm = m.config, FlowMatching(m.config.dit.shift)
-m.config.dit.camera_rope = True; m.config.dit.p_i2v = 1.0; m.config.dit.p_high_sigma = 0.7
+m.config.dit.camera_rope = True; m.config.dit.p_i2v = 1.0; m.config.dit.p_high_sigma = P_HIGH
 opt = torch.optim.AdamW(m.parameters(), lr=1e-6)
 z = torch.randn(B, 5, c.dit.z_ch, c.dit.latent_res, c.dit.latent_res, device=dev)
 a = torch.zeros(B, 20, 6, device=dev); a[..., 4] = 1
@@ -80,7 +94,7 @@ log('probe', probe); (OUT/'probe.json').write_text(json.dumps(probe))
 
 try:
     metrics = train_base(roots, RUN, 'small', max_steps=steps, batch_size=B, vae=VAE, init=INIT, start_share=0.5, p_i2v=1.0,
-                         p_high_sigma=0.7, camera_rope=True, refine=os.environ.get('REFINE') == '1' or None, progress=False, num_workers=0 if MINI else 4,
+                         p_high_sigma=P_HIGH, camera_rope=True, patch=PATCH, refine=os.environ.get('REFINE') == '1' or None, progress=False, num_workers=0 if MINI else 4,
                          max_time=max(10, train_s), val_every=2 if MINI else 500, ckpt_every=10**6)
 except Exception:
     traceback.print_exc(); metrics = None
