@@ -301,8 +301,8 @@ def channel_recovery(model, vae, frames, actions, caps: dict, sigmas=(0.05, 0.1,
 def denoise_report(model, vae, episodes, frames: int = 33, sigmas=(0.1, 0.3, 0.5, 0.7, 0.9),
                    recovery_sigmas=(0.05, 0.1, 0.5, 0.9), seed: int = 0) -> dict:
     """`denoise_psnr` and `channel_recovery` of `model` over the first `frames` frames (1 + 4k) of each of the
-    synthetic `episodes` (at the VAE's frame side), averaged: `x0_psnr_sigma_S` and `x0_sharpness_sigma_S` per σ
-    in `sigmas`, `recovered_top_sigma_S` and `recovered_rest_sigma_S` per σ in `recovery_sigmas`,
+    synthetic `episodes` (at the VAE's frame side), averaged: `x0_psnr_sigma_S` and `x0_sharpness_sigma_S` per
+    σ in `sigmas`, `recovered_top_sigma_S` and `recovered_rest_sigma_S` per σ in `recovery_sigmas`,
     `variance_share_top` and `vae_psnr` (the VAE's own reconstruction, the ceiling)."""
     from worldplay2.vae import frames_at
     if (frames - 1) % vae.config.t_factor:

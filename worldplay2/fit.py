@@ -334,7 +334,8 @@ def encode_latents(vae: CausalVAE, roots, out, progress: bool = True, start_ever
             try: old = dict(np.load(dst/'latents.npz')) if (dst/'latents.npz').exists() else {}
             # unreadable: encode again
             except Exception: old = {}
-            if str(old.get('vae', '')) == fp:
+            # the same weights read at another frame side make latents of another side: encoded again
+            if str(old.get('vae', '')) == fp and old['z'].shape[-1] == vae.config.latent_res:
                 new_stats = not (np.array_equal(old['z_mean'], mean) and np.array_equal(old['z_std'], std))
                 new_lr = 'z_lr' not in old or list(old['lowres']) != list(lowres)
                 if new_stats or new_lr:

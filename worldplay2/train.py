@@ -50,6 +50,9 @@ def train_vae(data, out, preset: str = 'small', max_steps: int = None, batch_siz
     out = Path(out)
     if max_steps == 0 and init is None:
         raise ValueError("max_steps 0 (no training) needs init, a trained VAE to refit")
+    if max_steps == 0 and resume_path(out) is not None:
+        raise ValueError(f"{out} holds a training checkpoint: max_steps 0 would refit {init} over it; "
+                         "use a new folder")
     v0 = _vae_start(preset, init, res)
     cfg = v0.config
     n_eps = check_data(data, cfg.res)
@@ -192,6 +195,9 @@ def new_model_config(preset: str, vae: VAEConfig, patch: int = None) -> ModelCon
     """`preset`'s model on the latents of `vae`: the DiT's channels and latent side are the VAE's (a VAE of
     another frame side gives a model of that side), `patch` its patch side (None: the preset's)."""
     cfg = model_config(preset)
+    if (vae.z_ch, tuple(vae.widths)) != (cfg.vae.z_ch, tuple(cfg.vae.widths)):
+        raise ValueError(f"a VAE of {vae.z_ch} channels and widths {tuple(vae.widths)} is not preset {preset}'s "
+                         f"({cfg.vae.z_ch}, {tuple(cfg.vae.widths)}): only its frame side may differ")
     dit = replace(cfg.dit, z_ch=vae.z_ch, latent_res=vae.latent_res, patch=patch or cfg.dit.patch)
     return ModelConfig(vae, dit, replace(cfg.control, t_factor=vae.t_factor))
 

@@ -41,6 +41,8 @@ WORK = Path(os.environ.get('WORK', 'runs/gpu'))                  # data and runs
 D, RUN = WORK/'data', WORK/'finetune'
 W = str(min(16, os.cpu_count() or 2))
 RES = os.environ.get('RES', '128')
+if (RES != '128' or 'PATCH' in os.environ) and os.environ.get('INIT') != 'none':     # before any device time is spent
+    sys.exit('RES other than 128 and PATCH are for a new model: set INIT=none')
 sets = ([(f'small{RES}', 'navigation', 4, 11, 0), (f'small{RES}', 'loop', 2, 11, 0), (f'small{RES}', 'event', 2, 11, 0), (f'more{RES}', 'navigation', 3, 4, 1)]
         if MINI else
         [(f'small{RES}', 'navigation', 144, 11, 0), (f'small{RES}', 'loop', 48, 11, 0), (f'small{RES}', 'event', 16, 11, 0), (f'more{RES}', 'navigation', 800, 4, 1)])
