@@ -260,13 +260,13 @@ def clean_estimates(model, vae, frames, actions, caps: dict, sigmas, seed: int =
 
 @torch.no_grad()
 def denoise_psnr(model, vae, frames, actions, caps: dict, sigmas=(0.1, 0.3, 0.5, 0.7, 0.9),
-                 seed: int = 0) -> dict:
+                 seed: int = 0, estimates=None) -> dict:
     """How well `model` recovers a stream's true latents from each noise level in `sigmas` (`clean_estimates`),
     decoded. Per σ: PSNR (dB, frames after the first) of the noisy latents decoded as they are (`noisy`) and of
     the estimate (`estimate`), and the estimate's `sharpness` against the true frames; `vae`: the VAE's own
-    reconstruction, the ceiling."""
+    reconstruction, the ceiling. `estimates`: `clean_estimates`' answer when the caller has it already."""
     frames = np.asarray(frames)
-    z, ests = clean_estimates(model, vae, frames, actions, caps, sigmas, seed)
+    z, ests = estimates or clean_estimates(model, vae, frames, actions, caps, sigmas, seed)
     dec = lambda zz: tensor_to_frames(vae.decode(vae.denormalize(zz))[0][0])[1:]
     out = dict(vae=round(psnr(dec(z), frames[1:]), 2))
     for s, xs, est in ests:
@@ -278,12 +278,13 @@ def denoise_psnr(model, vae, frames, actions, caps: dict, sigmas=(0.1, 0.3, 0.5,
 # %% ../nbs/05a_control_eval.ipynb #f8cf9bf4
 @torch.no_grad()
 def channel_recovery(model, vae, frames, actions, caps: dict, sigmas=(0.05, 0.1, 0.3, 0.6, 0.9), top: int = 4,
-                     seed: int = 0) -> dict:
+                     seed: int = 0, estimates=None) -> dict:
     """Which latent channels `model`'s one-step clean estimate recovers from each noise level in `sigmas`
     (`clean_estimates`): per σ, the share of the variance explained (1 − squared error / variance, in the VAE's
     own units, over the latents after the first) in the `top` channels of highest variance (`top`) and in the
-    others (`rest`); `variance_share`: the `top` channels' share of the variance."""
-    z, ests = clean_estimates(model, vae, frames, actions, caps, sigmas, seed)
+    others (`rest`); `variance_share`: the `top` channels' share of the variance. `estimates`: as for
+    `denoise_psnr`."""
+    z, ests = estimates or clean_estimates(model, vae, frames, actions, caps, sigmas, seed)
     raw = lambda zz: vae.denormalize(zz[0, 1:]).transpose(0, 1).flatten(1)          # (C, n·h·w)
     truth = raw(z)
     var = truth.var(1)
@@ -314,8 +315,11 @@ def denoise_report(model, vae, episodes, frames: int = 33, sigmas=(0.1, 0.3, 0.5
         f, acts = frames_at(ep, vae.config.res)[:frames], ep.actions[:frames]
         caps = dict(scene=ep.caption['scene'], character=ep.caption['character'] or '',
                     event=event_at(ep.caption, 0.0))
-        dn = denoise_psnr(model, vae, f, acts, caps, sigmas, seed)
-        cr = channel_recovery(model, vae, f, acts, caps, recovery_sigmas, seed=seed)
+        # one pass of the model for both measures: the noise of `seed` is the same at every σ
+        z, ests = clean_estimates(model, vae, f, acts, caps, sorted({*sigmas, *recovery_sigmas}), seed)
+        pick = lambda ss: (z, [e for e in ests if e[0] in ss])
+        dn = denoise_psnr(model, vae, f, acts, caps, estimates=pick(sigmas))
+        cr = channel_recovery(model, vae, f, acts, caps, estimates=pick(recovery_sigmas))
         recs.append(dict(vae_psnr=dn['vae'], variance_share_top=cr['variance_share'],
                          **{f'x0_psnr_sigma_{s:g}': dn[f'sigma {s:g}']['estimate'] for s in sigmas},
                          **{f'x0_sharpness_sigma_{s:g}': dn[f'sigma {s:g}']['sharpness'] for s in sigmas},
